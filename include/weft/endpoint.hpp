@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+/// @brief An active endpoint (fi_endpoint) and weft's data path: RMA write and
+/// read, write-with-notify, send/receive, inject, scatter-gather and atomics,
+/// with the same code on MSG and RDM endpoints and on every provider.
+///
+/// Threading: one thread at a time uses an endpoint (the data path takes no
+/// locks). A weft progress thread, when running, only calls
+/// CompletionQueue::progress() on the endpoint's queue.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include "weft/address_vector.hpp"
+#include "weft/completion_queue.hpp"
+#include "weft/deadline.hpp"
+#include "weft/domain.hpp"
+#include "weft/event_queue.hpp"
+#include "weft/memory_region.hpp"
+#include "weft/progress.hpp"
+#include "weft/remote_region.hpp"
+#include "weft/select.hpp"
+
+namespace weft {
+
+/// What a completion reports.
+enum class Op : std::uint8_t {
+    send,   ///< a send finished locally (its buffer may be reused)
+    recv,   ///< a message arrived: Completion::message
+    write,  ///< an RMA write (or write_notify) finished locally
+    read,   ///< an RMA read finished: the data is in the local sink
+    atomic, ///< a fetch_add / compare_swap finished: the old value is in the result
+    notify, ///< a peer's write_notify landed here: Completion::data is its value
+};
+std::string_view to_string(Op op) noexcept;
+
+struct Completion {
+    void* context = nullptr; ///< as given when posting; nullptr for recv and notify
+    Op op = Op::send;
+    std::size_t len = 0;
+    std::uint32_t data = 0; ///< notify: the 32-bit value the writer attached
+    /// recv: the payload, valid until the next poll / wait call on this endpoint.
+    std::span<const std::byte> message;
+    std::uint32_t slot = no_slot; ///< internal: the receive slot lent out
+    static constexpr std::uint32_t no_slot = ~0u;
+};
+
+class Endpoint {
+public:
+    /// MSG, client side: connects to the address in `info` (dest_addr), sending
+    /// `param` as connection data, and returns once connected.
+    static std::shared_ptr<Endpoint> connect(std::shared_ptr<Domain> domain, const Info& info,
+                                             const Options& options,
+                                             std::span<const std::byte> param, Deadline deadline);
+    /// MSG, server side: accepts a FI_CONNREQ event and returns once connected.
+    static std::shared_ptr<Endpoint> accept(std::shared_ptr<Domain> domain,
+                                            EventQueue::Event request, const Options& options,
+                                            Deadline deadline);
+    /// RDM: an enabled endpoint with its own address vector.
+    static std::shared_ptr<Endpoint> open_rdm(std::shared_ptr<Domain> domain,
+                                              const Options& options);
+    ~Endpoint();
+    Endpoint(const Endpoint&) = delete;
+    Endpoint& operator=(const Endpoint&) = delete;
+
+    /// This endpoint's address (fi_getname), to hand to a peer.
+    std::vector<std::byte> name() const;
+    /// RDM: makes a peer's address usable for posting.
+    Peer insert_peer(std::span<const std::byte> peer_name);
+
+    EndpointKind kind() const noexcept { return kind_; }
+    const std::shared_ptr<Domain>& domain() const noexcept { return domain_; }
+    const Info& info() const noexcept { return domain_->info(); }
+    const Quirks& quirks() const noexcept { return quirks_; }
+    std::string_view provider() const noexcept { return domain_->provider(); }
+    fid_ep* get() const noexcept { return ep_; }
+
+    /// Largest message send() accepts (the receive slot size).
+    std::size_t max_message() const noexcept { return max_message_; }
+    /// True when write_notify uses fi_writedata; false when it falls back to a
+    /// write followed by a message (cq_data_size is 0, as on iWARP).
+    bool notify_uses_cq_data() const noexcept { return !framed_; }
+    bool supports_atomics() const noexcept { return atomics_; }
+    bool progress_thread() const noexcept { return progress_ != nullptr; }
+    /// How often the progress thread had to drive this idle endpoint (0 without one).
+    std::uint64_t progress_drives() const noexcept { return progress_ ? progress_->drives() : 0; }
+
+    // ---- data path. Each post throws UsageError before any traffic when the
+    // remote range is out of bounds or lacks the access, and retries
+    // -FI_EAGAIN (progressing) until the post deadline. ----
+
+    /// RMA write of `src` to `dst` at `offset`. Small writes go inline (FI_INJECT).
+    void write(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+               Peer peer = {});
+    /// Gathers `src` (at most rma_iov_limit entries) into one remote range.
+    void writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
+                void* context, Peer peer = {});
+    /// RMA write that also raises an Op::notify completion carrying `value` at
+    /// the target, after the data is in place.
+    void write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                      std::uint32_t value, void* context, Peer peer = {});
+    /// RMA read of `src` at `offset` into `dst`.
+    void read(Local dst, const RemoteRegion& src, std::uint64_t offset, void* context,
+              Peer peer = {});
+    /// Scatters one remote range into `dst` (at most iov_limit entries).
+    void readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
+               void* context, Peer peer = {});
+    /// Fire-and-forget write of at most inject_size() bytes from any memory: no
+    /// completion, the buffer is reusable on return.
+    void write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
+                      std::uint64_t offset, Peer peer = {});
+    std::size_t inject_size() const noexcept { return inject_size_; }
+
+    /// Sends a message (at most max_message() bytes) into the peer's receive slots.
+    void send(Local src, void* context, Peer peer = {});
+
+    /// 64-bit remote atomics (where the provider offers FI_ATOMIC): the old value
+    /// lands in `result` (8 bytes, registered).
+    void fetch_add(Local result, const RemoteRegion& dst, std::uint64_t offset,
+                   std::uint64_t operand, void* context, Peer peer = {});
+    void compare_swap(Local result, const RemoteRegion& dst, std::uint64_t offset,
+                      std::uint64_t expected, std::uint64_t desired, void* context,
+                      Peer peer = {});
+
+    // ---- completions ----
+
+    /// Non-blocking: fills `out` with ready completions, returns how many.
+    std::size_t poll(std::span<Completion> out);
+    std::optional<Completion> poll_one();
+    /// Waits for the completion of the operation posted with `context`; others
+    /// that arrive meanwhile are kept for later polls.
+    Completion wait(void* context, Deadline deadline);
+    /// Waits for the next completion of kind `op` (e.g. Op::notify, Op::recv).
+    Completion wait_for(Op op, Deadline deadline);
+    /// Drives provider progress without taking completions (MANUAL providers).
+    void progress() noexcept { cq_->progress(); }
+
+    /// How long a post keeps retrying -FI_EAGAIN before TimeoutError.
+    void set_post_timeout(Clock::duration d) noexcept { post_timeout_ = d; }
+
+    struct Private;
+    Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options, EndpointKind kind);
+
+private:
+    struct Slot {
+        std::byte* buf;
+    };
+    struct AtomicScratch {
+        std::uint64_t operand;
+        std::uint64_t compare;
+    };
+
+    void open_fid(Info info);
+    void bind_and_enable(const std::shared_ptr<EventQueue>& eq);
+    void post_slots();
+    void repost(std::uint32_t slot);
+    void repost_lent();
+    void start_progress_thread();
+    void check_message(std::size_t len) const;
+
+    template <class F>
+    void post(const char* call, F&& f);
+    void post_slow(const char* call, ssize_t first, ssize_t (*retry)(void*), void* arg);
+
+    std::size_t drain(std::span<Completion> out);
+    bool translate(const fi_cq_data_entry& e, Completion& c);
+    template <class Pred>
+    Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
+    void stash_some();
+    void expect_hello(Deadline deadline);
+    void send_hello();
+    AtomicScratch* next_scratch() noexcept;
+    void send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
+                    Peer peer);
+    [[noreturn]] void unsupported(const char* what) const;
+
+    std::shared_ptr<Domain> domain_;
+    std::optional<Info> ep_info_; // providers may keep pointers into it: lives as long as ep_
+    Options options_;
+    EndpointKind kind_;
+    Quirks quirks_;
+    std::shared_ptr<CompletionQueue> cq_;
+    std::shared_ptr<EventQueue> eq_;     // MSG
+    std::shared_ptr<AddressVector> av_;  // RDM
+    std::shared_ptr<MemoryRegion> slot_mr_;    // receive slots
+    std::shared_ptr<MemoryRegion> scratch_mr_; // frame headers and atomic operands
+    std::vector<Slot> slots_;
+    std::vector<std::uint32_t> lent_;  // slots handed to the caller, reposted on the next poll
+    std::deque<Completion> deferred_;  // read while waiting for something else
+    std::size_t slot_size_ = 0;
+    std::size_t max_message_ = 0;
+    std::size_t inject_size_ = 0;
+    std::size_t rma_iov_limit_ = 1;
+    std::size_t iov_limit_ = 1;
+    std::size_t scratch_count_ = 0;
+    std::size_t scratch_next_ = 0;
+    bool framed_ = false;        // messages carry a header; notify is a message
+    bool ordered_saw_ = false;   // send after write is ordered
+    bool atomics_ = false;
+    Clock::duration post_timeout_ = std::chrono::seconds(10);
+    bool awaiting_hello_ = false; // MSG server: the first message must be weft's hello
+    bool fence_done_ = false;
+    Activity activity_;          // polls seen, so the progress thread can stay out of the way
+    int internal_ = 0;           // its address marks weft's own operations
+    int fence_ = 0;              // its address marks a write weft waits for itself
+    detail::FidPtr<fid_ep> ep_owner_;
+    fid_ep* ep_ = nullptr;
+    std::unique_ptr<ProgressThread> progress_; // stopped first: declared last
+};
+
+} // namespace weft

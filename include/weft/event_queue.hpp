@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+/// @brief The event queue (fi_eq) for connection management of MSG endpoints.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <rdma/fi_eq.h>
+
+#include "weft/deadline.hpp"
+#include "weft/fabric.hpp"
+#include "weft/fid.hpp"
+#include "weft/info.hpp"
+
+namespace weft {
+
+/// Owns a fid_eq; keeps its Fabric alive. One thread at a time.
+class EventQueue {
+public:
+    static std::shared_ptr<EventQueue> open(std::shared_ptr<Fabric> fabric);
+
+    struct Event {
+        std::uint32_t type = 0;     ///< FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, ...
+        fid_t fid = nullptr;        ///< the endpoint the event is about
+        std::optional<Info> info;   ///< FI_CONNREQ: the request, used to accept / reject
+        std::vector<std::byte> data; ///< connection data sent with fi_connect / fi_accept
+    };
+
+    /// Waits for the next event until `deadline`. Throws weft::Error for an error
+    /// event (with fi_eq_strerror text, e.g. "connection refused") and
+    /// TimeoutError naming `waiting_for` when the deadline passes.
+    Event wait(Deadline deadline, std::string_view waiting_for);
+
+    fid_eq* get() const noexcept { return fid_.get(); }
+    const std::shared_ptr<Fabric>& fabric() const noexcept { return fabric_; }
+
+    struct Private;
+    EventQueue(Private, std::shared_ptr<Fabric> fabric, detail::FidPtr<fid_eq> fid);
+
+private:
+    std::shared_ptr<Fabric> fabric_;
+    detail::FidPtr<fid_eq> fid_;
+};
+
+std::string_view event_name(std::uint32_t type) noexcept;
+
+} // namespace weft

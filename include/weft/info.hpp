@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/// @brief An owned fi_info entry and the attributes weft's behaviour follows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <rdma/fabric.h>
+
+namespace weft {
+
+/// The two endpoint kinds weft supports as first-class citizens.
+enum class EndpointKind : std::uint8_t {
+    msg, ///< connection-oriented (FI_EP_MSG): listen / accept / connect
+    rdm, ///< reliable datagram (FI_EP_RDM) with an address vector, many peers
+};
+
+std::string_view to_string(EndpointKind kind) noexcept;
+
+/// What fi_info's bits do not say about an endpoint, derived in providers/ from
+/// the provider and its protocol (for example FI_PROTO_IWARP).
+struct Quirks {
+    /// iWARP: the sink of an RDMA read must be registered with remote-write access.
+    bool read_sink_needs_remote_write = false;
+    /// iWARP: the connection initiator must send the first message.
+    bool initiator_sends_first = false;
+    /// Largest completion queue the device allows (0 = no known limit).
+    std::size_t max_cq_entries = 0;
+    /// A passive RMA target needs someone to drive progress: data progress is
+    /// MANUAL, or AUTO in name only (the provider moves data only when its CQ is read).
+    bool target_needs_progress = false;
+};
+
+/// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).
+class Info {
+public:
+    /// Takes ownership of `owned` (a single entry; `next` is ignored and freed with it).
+    explicit Info(fi_info* owned) noexcept : p_(owned) {}
+    /// Copies one entry of a list.
+    static Info dup(const fi_info* entry);
+
+    Info(const Info& other);
+    Info& operator=(const Info& other);
+    Info(Info&&) noexcept = default;
+    Info& operator=(Info&&) noexcept = default;
+
+    const fi_info* get() const noexcept { return p_.get(); }
+    fi_info* get() noexcept { return p_.get(); }
+    const fi_info* operator->() const noexcept { return p_.get(); }
+    fi_info* operator->() noexcept { return p_.get(); }
+
+    /// Full provider name as libfabric reports it, e.g. "tcp;ofi_rxm".
+    std::string_view provider() const noexcept;
+    std::string_view fabric_name() const noexcept;
+    std::string_view domain_name() const noexcept;
+    EndpointKind kind() const noexcept;
+
+    std::uint64_t mr_mode() const noexcept
+    {
+        return static_cast<std::uint64_t>(static_cast<unsigned>(p_->domain_attr->mr_mode));
+    }
+    std::size_t cq_data_size() const noexcept { return p_->domain_attr->cq_data_size; }
+    std::size_t inject_size() const noexcept { return p_->tx_attr->inject_size; }
+    std::size_t max_msg_size() const noexcept { return p_->ep_attr->max_msg_size; }
+    bool manual_progress() const noexcept
+    {
+        return p_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+    }
+    bool has_caps(std::uint64_t caps) const noexcept { return (p_->caps & caps) == caps; }
+
+    /// One line: "tcp MSG fabric=127.0.0.1/32 domain=lo".
+    std::string summary() const;
+    /// The capability bits weft cares about, for reports: RMA, atomics,
+    /// cq_data_size, mr_mode, progress, inject and max message size.
+    std::string capabilities() const;
+
+private:
+    struct Deleter {
+        void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+    };
+    std::unique_ptr<fi_info, Deleter> p_;
+};
+
+/// Human-readable mr_mode bits: "VIRT_ADDR|PROV_KEY" or "none".
+std::string mr_mode_string(std::uint64_t mr_mode);
+
+/// The libfabric API version weft is written against.
+inline constexpr std::uint32_t fi_api_version = FI_VERSION(1, 17);
+
+} // namespace weft

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/// @brief Registered local memory (fi_mr) and the views the data path takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include <rdma/fi_domain.h>
+
+#include "weft/domain.hpp"
+#include "weft/fid.hpp"
+#include "weft/remote_region.hpp"
+
+namespace weft {
+
+class Endpoint;
+
+/// What a region is for. Remote access is granted only when asked for, so an
+/// exported read-only region cannot be written remotely. Local use (send and
+/// receive source/sink, RMA source and read sink) is always allowed.
+enum class Access : std::uint8_t {
+    local = 0,
+    remote_read = 1,
+    remote_write = 2,
+    remote_read_write = 3,
+};
+
+/// A registered span of local memory: what the data path takes as source or
+/// sink. Trivially copyable; valid while its MemoryRegion lives.
+struct Local {
+    std::byte* addr = nullptr;
+    std::size_t len = 0;
+    void* desc = nullptr; ///< fi_mr_desc, passed on every post (needed under FI_MR_LOCAL)
+};
+
+/// Owns one registration (and, from allocate(), the memory too). Keeps its
+/// Domain alive. Registration is not the data path: it may lock and allocate.
+class MemoryRegion {
+public:
+    /// Registers caller-owned memory, which must outlive the region.
+    /// `bind_to` is required when the provider wants endpoint-bound regions
+    /// (FI_MR_ENDPOINT); ignored otherwise.
+    static std::shared_ptr<MemoryRegion> register_memory(std::shared_ptr<Domain> domain,
+                                                         std::span<std::byte> memory,
+                                                         Access access,
+                                                         const Endpoint* bind_to = nullptr);
+    /// Allocates page-aligned, zeroed memory owned by the region, and registers it.
+    static std::shared_ptr<MemoryRegion> allocate(std::shared_ptr<Domain> domain, std::size_t size,
+                                                  Access access, const Endpoint* bind_to = nullptr);
+
+    std::byte* data() const noexcept { return memory_.data(); }
+    std::size_t size() const noexcept { return memory_.size(); }
+    std::span<std::byte> bytes() const noexcept { return memory_; }
+    void* desc() const noexcept { return desc_; }
+    std::uint64_t key() const noexcept { return key_; }
+    Access access() const noexcept { return access_; }
+    fid_mr* get() const noexcept { return fid_.get(); }
+
+    /// [offset, offset+len) as a data-path view; throws UsageError when out of bounds.
+    Local slice(std::size_t offset, std::size_t len) const;
+    Local all() const noexcept { return {memory_.data(), memory_.size(), desc_}; }
+
+    /// The descriptor a peer needs to reach this region; throws UsageError for a
+    /// region registered for local access only.
+    RemoteRegion remote() const;
+
+    struct Private;
+    MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
+                 Access access, std::shared_ptr<std::byte[]> owned);
+    ~MemoryRegion();
+    MemoryRegion(const MemoryRegion&) = delete;
+    MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+private:
+    void register_with(const Endpoint* bind_to);
+
+    std::shared_ptr<Domain> domain_;
+    std::shared_ptr<std::byte[]> owned_; // memory from allocate(); freed after the fid closes
+    std::span<std::byte> memory_;
+    Access access_;
+    std::uint64_t key_ = 0;
+    bool requested_key_ = false;
+    void* desc_ = nullptr;
+    detail::FidPtr<fid_mr> fid_;
+};
+
+} // namespace weft

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// net: libfabric 1.17's native TCP provider with its own RDM protocol (the
+// successor of tcp;ofi_rxm, AUTO progress). Chosen only by name for now.
+#include "traits.hpp"
+
+namespace weft::providers {
+
+const Traits net = {
+    .name = "net",
+    .summary = "TCP sockets with native RDM (libfabric's newer TCP provider)",
+    .rank = 0,
+    .auto_progress_needs_reads = true,
+    .msg_path = "net",
+    .rdm_path = "net",
+    .preferred = EndpointKind::msg,
+};
+
+} // namespace weft::providers

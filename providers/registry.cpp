@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// The provider table and the lookups the rest of weft uses instead of
+// comparing provider names.
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "traits.hpp"
+
+namespace weft::providers {
+
+void apply_verbs_quirks(const fi_info* info, Quirks& q); // verbs.cpp
+
+namespace {
+
+// One line per provider, in automatic selection order (rank > 0 first).
+constexpr std::array<const Traits*, 6> table = {&shm, &verbs, &tcp, &sockets, &net, &udp};
+
+const Traits generic = {
+    .name = "",
+    .summary = "a provider weft has no record for; used only when asked for by name",
+};
+
+std::string_view core_name(std::string_view fi_prov_name)
+{
+    return fi_prov_name.substr(0, fi_prov_name.find(';'));
+}
+
+} // namespace
+
+std::span<const Traits* const> all() { return table; }
+
+const Traits& traits_for(std::string_view fi_prov_name)
+{
+    const auto core = core_name(fi_prov_name);
+    for (const Traits* t : table)
+        if (t->name == core)
+            return *t;
+    return generic;
+}
+
+std::string_view path_for(const Traits& t, EndpointKind kind)
+{
+    return kind == EndpointKind::msg ? t.msg_path : t.rdm_path;
+}
+
+Request parse_request(std::string_view name, const EndpointKind* kind)
+{
+    const Traits& t = traits_for(name);
+    Request r{&t, std::string(name), false, t.preferred};
+    if (name.find(';') != std::string_view::npos) {
+        // A layered name ("tcp;ofi_rxm") is the RDM path of its core provider.
+        r.kind_implied = true;
+        r.kind = EndpointKind::rdm;
+        return r;
+    }
+    if (kind)
+        r.kind = *kind;
+    if (t.name.empty())
+        return r; // unknown provider: pass the name through as given
+    if (auto p = path_for(t, r.kind); !p.empty())
+        r.path = std::string(p);
+    return r;
+}
+
+Quirks quirks_for(const fi_info* info)
+{
+    Quirks q;
+    const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");
+    q.target_needs_progress =
+        info->domain_attr->data_progress == FI_PROGRESS_MANUAL || t.auto_progress_needs_reads;
+    if (&t == &verbs)
+        apply_verbs_quirks(info, q);
+    return q;
+}
+
+std::string error_hint(std::string_view fi_prov_name, int code)
+{
+    const Traits& t = traits_for(fi_prov_name);
+    return t.error_hint ? t.error_hint(code) : std::string{};
+}
+
+std::string order_text()
+{
+    std::string out;
+    for (const Traits* t : table) {
+        if (t->rank == 0 || t->same_host_only)
+            continue;
+        out += fmt::format("{}{}", out.empty() ? "" : " > ", t->name);
+    }
+    for (const Traits* t : table)
+        if (t->rank != 0 && t->same_host_only)
+            out += fmt::format(" ({} first when both peers share a host and the caller allows it)",
+                               t->name);
+    return out;
+}
+
+} // namespace weft::providers

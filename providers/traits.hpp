@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/// @brief All provider-specific knowledge weft has, as one small record per provider.
+///
+/// Behaviour follows the bits fi_getinfo reports first (mr_mode, cq_data_size,
+/// data_progress, inject size, ...), these records second. Nothing outside
+/// providers/ compares provider names: it asks these functions instead.
+/// Adding a provider means one file here and one line in registry.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <rdma/fabric.h>
+
+#include "weft/info.hpp"
+
+namespace weft::providers {
+
+/// What a provider's own probe found (for example: is an RDMA port active?).
+struct Availability {
+    bool usable = true;
+    std::string detail; ///< why not, or what was found ("rxe0 port 1 ACTIVE")
+};
+
+struct Traits {
+    std::string_view name;    ///< core provider name as fi_info reports it ("tcp")
+    std::string_view summary; ///< one line for reports
+    /// Automatic selection order, lowest first; 0 = only when asked for by name.
+    int rank = 0;
+    bool rdma = false;           ///< satisfies Fallback::require_rdma
+    bool same_host_only = false; ///< peers must share a host (shared memory)
+    bool ip_addressing = true;   ///< binds to IP addresses: node/service hints apply
+    bool pins_memory = false;    ///< registration pins pages: RLIMIT_MEMLOCK applies
+    /// data_progress says AUTO, but data moves only while someone reads the CQ
+    /// (measured: tcp and net in libfabric 1.17 leave a passive target silent).
+    bool auto_progress_needs_reads = false;
+    /// fi_getinfo provider names for each endpoint kind ("" = kind unavailable).
+    std::string_view msg_path;
+    std::string_view rdm_path;
+    EndpointKind preferred = EndpointKind::msg; ///< the fast path when the caller has no preference
+    /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
+    Availability (*probe)() = nullptr;
+    /// Extra fix text for an error code seen on this provider ("" when none).
+    std::string (*error_hint)(int code) = nullptr;
+};
+
+
+/// All known providers, in automatic selection order (rank > 0 first, by rank).
+std::span<const Traits* const> all();
+
+/// Traits for a provider name as fi_info reports it ("tcp;ofi_rxm" -> tcp's record).
+/// Unknown providers get a generic record with rank 0.
+const Traits& traits_for(std::string_view fi_prov_name);
+
+/// A user's provider request ("tcp", "tcp;ofi_rxm", "shm", "verbs;ofi_rxm", ...).
+struct Request {
+    const Traits* traits;
+    std::string path;  ///< fi_getinfo provider name to ask for
+    bool kind_implied; ///< the name fixes the endpoint kind ("tcp;ofi_rxm" is RDM)
+    EndpointKind kind;
+};
+/// Parses a request; the kind comes from the name when layered, else from `kind`
+/// or the provider's fast path.
+Request parse_request(std::string_view name, const EndpointKind* kind);
+
+/// The fi_getinfo provider name for a kind ("" if the provider has no such endpoint).
+std::string_view path_for(const Traits& t, EndpointKind kind);
+
+weft::Quirks quirks_for(const fi_info* info);
+
+/// Extra fix text for an error on this provider, or "".
+std::string error_hint(std::string_view fi_prov_name, int code);
+
+/// The selection order as text: "verbs > tcp > sockets (shm: same host, on request)".
+std::string order_text();
+
+// The records, one per file in providers/.
+extern const Traits verbs;
+extern const Traits tcp;
+extern const Traits net;
+extern const Traits sockets;
+extern const Traits shm;
+extern const Traits udp;
+
+} // namespace weft::providers

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: MIT
+// udp: datagrams only; RDM (with RMA) through the ofi_rxd utility layer, whose
+// progress is MANUAL. Chosen only by name.
+#include "traits.hpp"
+
+namespace weft::providers {
+
+const Traits udp = {
+    .name = "udp",
+    .summary = "UDP datagrams; RDM through ofi_rxd",
+    .rank = 0,
+    .msg_path = "",
+    .rdm_path = "udp;ofi_rxd",
+    .preferred = EndpointKind::rdm,
+};
+
+} // namespace weft::providers

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: MIT
+#include "weft/bootstrap.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+#include "weft/version.hpp"
+
+namespace weft {
+namespace {
+
+constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
+constexpr std::size_t header_size = 12;
+constexpr std::uint32_t max_payload = 1u << 20;
+
+[[noreturn]] void fail(int code, const std::string& message)
+{
+    if (code == -FI_ETIMEDOUT)
+        throw TimeoutError("bootstrap", code, "", message);
+    throw Error("bootstrap", code, "", message);
+}
+
+[[noreturn]] void fail_errno(std::string_view call, const std::string& context)
+{
+    const int e = errno;
+    fail(-e, fmt::format("{}: {} ({})", call, std::strerror(e), context));
+}
+
+std::string address_text(const sockaddr* sa)
+{
+    std::array<char, INET6_ADDRSTRLEN> host{};
+    if (sa->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+        inet_ntop(AF_INET, &in->sin_addr, host.data(), host.size());
+        return host.data();
+    }
+    if (sa->sa_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+        inet_ntop(AF_INET6, &in6->sin6_addr, host.data(), host.size());
+        return host.data();
+    }
+    return "?";
+}
+
+std::uint16_t port_of(const sockaddr* sa)
+{
+    if (sa->sa_family == AF_INET)
+        return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+    if (sa->sa_family == AF_INET6)
+        return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+    return 0;
+}
+
+void set_nonblocking(int fd)
+{
+    const int flags = fcntl(fd, F_GETFL, 0);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/// Waits for `events` on fd; false on timeout.
+bool wait_fd(int fd, short events, Deadline deadline)
+{
+    for (;;) {
+        pollfd p{fd, events, 0};
+        const int r = ::poll(&p, 1, deadline.remaining_ms());
+        if (r > 0)
+            return true;
+        if (r == 0)
+            return false;
+        if (errno != EINTR)
+            fail_errno("poll", "side channel");
+    }
+}
+
+struct AddrInfoDeleter {
+    void operator()(addrinfo* a) const noexcept { freeaddrinfo(a); }
+};
+
+std::unique_ptr<addrinfo, AddrInfoDeleter> resolve(std::string_view host, std::uint16_t port,
+                                                   bool passive)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    const std::string h(host);
+    const std::string service = std::to_string(port);
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(h.empty() ? nullptr : h.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0)
+        fail(-FI_EADDRNOTAVAIL,
+             fmt::format("cannot resolve side-channel host '{}': {}", host, gai_strerror(rc)));
+    return std::unique_ptr<addrinfo, AddrInfoDeleter>(res);
+}
+
+} // namespace
+
+std::string_view to_string(Frame f) noexcept
+{
+    switch (f) {
+    case Frame::hello: return "hello";
+    case Frame::offer: return "offer";
+    case Frame::ready: return "ready";
+    case Frame::region: return "region";
+    case Frame::barrier: return "barrier";
+    case Frame::data: return "data";
+    case Frame::error: return "error";
+    }
+    return "unknown";
+}
+
+std::pair<std::string, std::uint16_t> split_host_port(std::string_view text)
+{
+    std::string_view host;
+    std::string_view port;
+    if (!text.empty() && text.front() == '[') {
+        const auto close = text.find(']');
+        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+            throw UsageError("split_host_port", -FI_EINVAL, "",
+                             fmt::format("'{}' is not [ipv6]:port", text));
+        host = text.substr(1, close - 1);
+        port = text.substr(close + 2);
+    } else {
+        const auto colon = text.rfind(':');
+        if (colon == std::string_view::npos)
+            throw UsageError("split_host_port", -FI_EINVAL, "",
+                             fmt::format("'{}' has no port: write host:port, e.g. "
+                                         "192.168.1.5:7471",
+                                         text));
+        host = text.substr(0, colon);
+        port = text.substr(colon + 1);
+    }
+    unsigned value = 0;
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        (value = static_cast<unsigned>(std::stoul(std::string(port)))) > 65535)
+        throw UsageError("split_host_port", -FI_EINVAL, "",
+                         fmt::format("'{}' in '{}' is not a port number (0-65535)", port, text));
+    return {std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+// ---- SideChannel ----
+
+SideChannel::SideChannel(int fd, std::string peer, Deadline deadline)
+    : fd_(fd), peer_(std::move(peer))
+{
+    set_nonblocking(fd_);
+    set_nodelay(fd_);
+    try {
+        hello(deadline);
+    } catch (...) {
+        ::close(fd_);
+        fd_ = -1;
+        throw;
+    }
+}
+
+SideChannel::SideChannel(SideChannel&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_))
+{
+}
+
+SideChannel& SideChannel::operator=(SideChannel&& other) noexcept
+{
+    if (this != &other) {
+        if (fd_ >= 0)
+            ::close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+        peer_ = std::move(other.peer_);
+    }
+    return *this;
+}
+
+SideChannel::~SideChannel()
+{
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Deadline deadline)
+{
+    const std::string peer = fmt::format("{}:{}", host, port);
+    auto backoff = std::chrono::milliseconds(10);
+    std::string last_error = "no address";
+    for (;;) {
+        auto addrs = resolve(host, port, false);
+        for (const addrinfo* a = addrs.get(); a; a = a->ai_next) {
+            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+            if (fd < 0)
+                continue;
+            set_nonblocking(fd);
+            int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+            if (rc != 0 && errno == EINPROGRESS) {
+                if (wait_fd(fd, POLLOUT, deadline)) {
+                    int err = 0;
+                    socklen_t len = sizeof err;
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    rc = err ? -1 : 0;
+                    errno = err;
+                } else {
+                    errno = ETIMEDOUT;
+                }
+            }
+            if (rc == 0)
+                return SideChannel(fd, peer, deadline);
+            last_error = std::strerror(errno);
+            ::close(fd);
+        }
+        // Refused or unreachable: the server may not be up yet (libfabric#6682
+        // never retried); back off and try again until the deadline.
+        if (deadline.remaining() <= backoff)
+            fail(-FI_ETIMEDOUT,
+                 fmt::format("could not reach the weft server at {} before the deadline (last "
+                             "error: {}): is `weft pingpong --server` (or your server) running "
+                             "there, and is the port open?",
+                             peer, last_error));
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+}
+
+void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std::string_view what)
+{
+    const auto* c = static_cast<const char*>(p);
+    while (n > 0) {
+        const ssize_t w = ::send(fd_, c, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            c += w;
+            n -= static_cast<std::size_t>(w);
+            continue;
+        }
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (!wait_fd(fd_, POLLOUT, deadline))
+                fail(-FI_ETIMEDOUT, fmt::format("sending {} to {} timed out: the peer stopped "
+                                                "reading",
+                                                what, peer_));
+            continue;
+        }
+        fail(-FI_ECONNRESET, fmt::format("the peer {} went away while weft sent {} ({})", peer_,
+                                         what, std::strerror(errno)));
+    }
+}
+
+void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::string_view what)
+{
+    auto* c = static_cast<char*>(p);
+    while (n > 0) {
+        const ssize_t r = ::recv(fd_, c, n, 0);
+        if (r > 0) {
+            c += r;
+            n -= static_cast<std::size_t>(r);
+            continue;
+        }
+        if (r == 0)
+            fail(-FI_ECONNRESET,
+                 fmt::format("the peer {} closed the side channel while weft waited for {}: it "
+                             "exited or failed (its own output says why)",
+                             peer_, what));
+        if (errno == EAGAIN || errno == EINTR) {
+            if (!wait_fd(fd_, POLLIN, deadline))
+                fail(-FI_ETIMEDOUT, fmt::format("no {} from {} before the deadline: the peer is "
+                                                "alive but silent (stuck, or not a weft peer?)",
+                                                what, peer_));
+            continue;
+        }
+        fail(-FI_ECONNRESET, fmt::format("the side channel to {} broke while waiting for {} ({})",
+                                         peer_, what, std::strerror(errno)));
+    }
+}
+
+void SideChannel::send(Frame type, std::span<const std::byte> payload, Deadline deadline)
+{
+    std::array<std::byte, header_size> h{};
+    std::memcpy(h.data(), magic.data(), magic.size());
+    const auto put = [&](std::size_t at, std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i)
+            h[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
+    };
+    put(4, bootstrap_version, 2);
+    put(6, static_cast<std::uint16_t>(type), 2);
+    put(8, payload.size(), 4);
+    const auto what = fmt::format("the {} frame", to_string(type));
+    write_all(h.data(), h.size(), deadline, what);
+    if (!payload.empty())
+        write_all(payload.data(), payload.size(), deadline, what);
+}
+
+std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
+{
+    const auto what = fmt::format("the {} frame", to_string(expected));
+    std::array<unsigned char, header_size> h{};
+    read_all(h.data(), h.size(), deadline, what);
+    if (std::memcmp(h.data(), magic.data(), magic.size()) != 0) {
+        std::string printable;
+        for (int i = 0; i < 4; ++i)
+            printable += (h[static_cast<std::size_t>(i)] >= 32 && h[static_cast<std::size_t>(i)] < 127)
+                             ? static_cast<char>(h[static_cast<std::size_t>(i)])
+                             : '.';
+        fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
+                                     "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
+                                     peer_, h[0], h[1], h[2], h[3], printable));
+    }
+    const unsigned peer_version = h[4] | (h[5] << 8);
+    const unsigned type = h[6] | (h[7] << 8);
+    const std::uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (std::uint32_t(h[11]) << 24);
+    if (peer_version != bootstrap_version)
+        fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
+                                     "program speaks v{}: run the same weft version on both sides",
+                                     peer_, peer_version, bootstrap_version));
+    if (len > max_payload)
+        fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
+                                     "channel",
+                                     peer_, len, max_payload));
+    std::vector<std::byte> payload(len);
+    if (len)
+        read_all(payload.data(), len, deadline, what);
+    if (type == static_cast<unsigned>(Frame::error))
+        fail(-FI_ECONNABORTED,
+             fmt::format("the peer {} failed: {}", peer_,
+                         std::string(reinterpret_cast<const char*>(payload.data()), len)));
+    if (type != static_cast<unsigned>(expected))
+        fail(-EPROTO, fmt::format("protocol error: expected {} from {}, got frame type {} ({})",
+                                     what, peer_, type, to_string(static_cast<Frame>(type))));
+    return payload;
+}
+
+void SideChannel::send_error(std::string_view what) noexcept
+{
+    try {
+        send(Frame::error, std::as_bytes(std::span(what.data(), what.size())),
+             Deadline::after(std::chrono::seconds(1)));
+    } catch (...) {
+    }
+}
+
+void SideChannel::hello(Deadline deadline)
+{
+    const std::string_view v = weft::version;
+    send(Frame::hello, std::as_bytes(std::span(v.data(), v.size())), deadline);
+    (void)receive(Frame::hello, deadline);
+}
+
+bool SideChannel::readable() const
+{
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+}
+
+std::string SideChannel::local_address() const
+{
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+        return {};
+    return address_text(reinterpret_cast<sockaddr*>(&ss));
+}
+
+std::string SideChannel::peer_address() const
+{
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+        return {};
+    return address_text(reinterpret_cast<sockaddr*>(&ss));
+}
+
+// ---- SideListener ----
+
+SideListener::SideListener(std::string_view host, std::uint16_t port)
+    : host_(host.empty() ? "0.0.0.0" : std::string(host))
+{
+    auto addrs = resolve(host_, port, true);
+    std::string last = "no address";
+    for (const addrinfo* a = addrs.get(); a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+            port_ = port_of(reinterpret_cast<sockaddr*>(&ss));
+            set_nonblocking(fd);
+            fd_ = fd;
+            return;
+        }
+        last = std::strerror(errno);
+        ::close(fd);
+    }
+    fail(-FI_EADDRINUSE, fmt::format("cannot listen on {}:{} for the side channel: {} (is another "
+                                     "server using the port? pick another with host:port)",
+                                     host_, port, last));
+}
+
+SideListener::SideListener(SideListener&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), host_(std::move(other.host_)), port_(other.port_)
+{
+}
+
+SideListener& SideListener::operator=(SideListener&& other) noexcept
+{
+    if (this != &other) {
+        if (fd_ >= 0)
+            ::close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+        host_ = std::move(other.host_);
+        port_ = other.port_;
+    }
+    return *this;
+}
+
+SideListener::~SideListener()
+{
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+SideChannel SideListener::accept(Deadline deadline)
+{
+    for (;;) {
+        if (!wait_fd(fd_, POLLIN, deadline))
+            fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
+                                            host_, port_));
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+                continue;
+            fail_errno("accept", "side channel");
+        }
+        const auto* sa = reinterpret_cast<sockaddr*>(&ss);
+        return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline);
+    }
+}
+
+} // namespace weft

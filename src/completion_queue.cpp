@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+#include "weft/completion_queue.hpp"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+std::string_view describe(std::uint64_t flags)
+{
+    if (flags & FI_ATOMIC)
+        return "atomic";
+    if ((flags & FI_RMA) && (flags & FI_READ))
+        return "RMA read";
+    if ((flags & FI_RMA) && (flags & FI_WRITE))
+        return "RMA write";
+    if (flags & FI_RECV)
+        return "receive";
+    if (flags & FI_SEND)
+        return "send";
+    return "operation";
+}
+
+} // namespace
+
+struct CompletionQueue::Private {};
+
+CompletionQueue::CompletionQueue(Private, std::shared_ptr<Domain> domain,
+                                 detail::FidPtr<fid_cq> fid, std::size_t size)
+    : domain_(std::move(domain)), fid_(std::move(fid)), size_(size)
+{
+}
+
+std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> domain,
+                                                       std::size_t size)
+{
+    fi_cq_attr attr{};
+    attr.size = size;
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.wait_obj = FI_WAIT_NONE;
+    fid_cq* raw = nullptr;
+    detail::check(fi_cq_open(domain->get(), &attr, &raw, nullptr), "fi_cq_open",
+                  domain->provider(),
+                  size ? fmt::format("asked for {} entries", size) : std::string{});
+    return std::make_shared<CompletionQueue>(Private{}, std::move(domain),
+                                             detail::FidPtr<fid_cq>(raw), size);
+}
+
+void CompletionQueue::raise(ssize_t r)
+{
+    const auto prov = domain_->provider();
+    if (r != -FI_EAVAIL)
+        detail::throw_error("fi_cq_read", static_cast<int>(r), prov);
+    fi_cq_err_entry err{};
+    const ssize_t er = fi_cq_readerr(fid_.get(), &err, 0);
+    if (er < 0)
+        detail::throw_error("fi_cq_readerr", static_cast<int>(er), prov);
+    std::array<char, 256> buf{};
+    const char* text = fi_cq_strerror(fid_.get(), err.prov_errno, err.err_data, buf.data(),
+                                      buf.size());
+    const int code = err.err ? -err.err : -FI_EOTHER;
+    std::string hint = fmt::format("provider says \"{}\" (prov_errno {})", text ? text : "",
+                                   err.prov_errno);
+    if (code == -FI_EACCES || code == -FI_EINVAL || code == -FI_EKEYREJECTED)
+        hint += "; the target rejected the access: check the RemoteRegion (key, bounds, and "
+                "whether the region grants this access)";
+    auto message = detail::format_failure(describe(err.flags), code, prov, hint);
+    if (code == -FI_ETIMEDOUT)
+        throw TimeoutError("fi_cq_read", code, std::string(prov), message, err.op_context);
+    throw Error("fi_cq_read", code, std::string(prov), message, err.op_context);
+}
+
+} // namespace weft

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// Two-party set-up over the side channel. The server chooses the provider and
+// offers {kind, provider, fabric address, token}; the client selects the same
+// provider for that address, connects (MSG, presenting the token as connection
+// data) or sends its own address (RDM), and both confirm with `ready`.
+#include "weft/connection.hpp"
+
+#include <sys/random.h>
+
+#include <array>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+#include "wire.hpp"
+
+namespace weft {
+namespace {
+
+std::array<std::byte, 16> make_token()
+{
+    std::array<std::byte, 16> t{};
+    std::size_t got = 0;
+    while (got < t.size()) {
+        const ssize_t n = getrandom(t.data() + got, t.size() - got, 0);
+        if (n > 0)
+            got += static_cast<std::size_t>(n);
+        else if (errno != EINTR)
+            detail::throw_error("getrandom", -errno, "");
+    }
+    return t;
+}
+
+bool is_wildcard(std::string_view host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
+
+struct Offer {
+    EndpointKind kind;
+    std::uint32_t addr_format;
+    std::string provider;
+    std::string fabric;
+    std::vector<std::byte> token;
+    std::vector<std::byte> address;
+    std::string report;
+};
+
+std::vector<std::byte> encode(const Offer& o)
+{
+    wire::Writer w;
+    w.u8(o.kind == EndpointKind::msg ? 0 : 1);
+    w.u32(o.addr_format);
+    w.str(o.provider);
+    w.str(o.fabric);
+    w.bytes(o.token);
+    w.bytes(o.address);
+    w.str(o.report);
+    return w.data();
+}
+
+Offer decode_offer(std::span<const std::byte> b)
+{
+    wire::Reader r(b, "offer");
+    Offer o;
+    o.kind = r.u8() == 0 ? EndpointKind::msg : EndpointKind::rdm;
+    o.addr_format = r.u32();
+    o.provider = r.str();
+    o.fabric = r.str();
+    o.token = r.bytes();
+    o.address = r.bytes();
+    o.report = r.str();
+    return o;
+}
+
+} // namespace
+
+Connection::Connection(std::shared_ptr<const Selection> selection, std::shared_ptr<Domain> domain,
+                       std::shared_ptr<Endpoint> endpoint, Peer peer, SideChannel side)
+    : selection_(std::move(selection)), domain_(std::move(domain)),
+      endpoint_(std::move(endpoint)), peer_(peer), side_(std::move(side))
+{
+}
+
+std::shared_ptr<MemoryRegion> Connection::register_memory(std::span<std::byte> memory,
+                                                          Access access) const
+{
+    return MemoryRegion::register_memory(domain_, memory, access, endpoint_.get());
+}
+
+std::shared_ptr<MemoryRegion> Connection::allocate(std::size_t size, Access access) const
+{
+    return MemoryRegion::allocate(domain_, size, access, endpoint_.get());
+}
+
+RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
+{
+    const auto wire = mine.encode();
+    side_.send(Frame::region, wire, deadline);
+    return RemoteRegion::decode(side_.receive(Frame::region, deadline));
+}
+
+void Connection::barrier(Deadline deadline)
+{
+    side_.send(Frame::barrier, {}, deadline);
+    (void)side_.receive(Frame::barrier, deadline);
+}
+
+Connection Connection::connect(std::string_view host_port, const Options& options,
+                               Deadline deadline)
+{
+    const auto [host, port] = split_host_port(host_port);
+    SideChannel side = SideChannel::connect(host, port, deadline);
+    try {
+        const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
+        if (!options.provider.empty() && options.provider != offer.provider)
+            throw UsageError("connect", -FI_EINVAL, offer.provider,
+                             fmt::format("the server chose {} but this side asked for {}: choose "
+                                         "the provider on the server",
+                                         offer.provider, options.provider));
+        Options opts = options;
+        opts.kind = offer.kind;
+        if (opts.node.empty())
+            opts.node = side.local_address(); // the interface that reaches the server
+        auto selection = std::make_shared<const Selection>(
+            select_for_peer(opts, offer.provider, offer.kind, offer.addr_format,
+                            offer.address.data(), offer.address.size()));
+        auto fabric = Fabric::open(selection->info());
+        auto domain = Domain::open(fabric, selection->info());
+        std::shared_ptr<Endpoint> ep;
+        Peer peer;
+        if (offer.kind == EndpointKind::msg) {
+            ep = Endpoint::connect(domain, selection->info(), opts, offer.token, deadline);
+            side.send(Frame::ready, {}, deadline);
+        } else {
+            ep = Endpoint::open_rdm(domain, opts);
+            peer = ep->insert_peer(offer.address);
+            side.send(Frame::ready, ep->name(), deadline);
+        }
+        (void)side.receive(Frame::ready, deadline);
+        Connection c(std::move(selection), std::move(domain), std::move(ep), peer,
+                     std::move(side));
+        c.peer_report_ = offer.report;
+        return c;
+    } catch (const std::exception& e) {
+        side.send_error(e.what());
+        throw;
+    }
+}
+
+Server::Server(const Options& options, std::string_view host, std::uint16_t port)
+    : side_(host, port)
+{
+    Options opts = options;
+    if (opts.node.empty() && !is_wildcard(host))
+        opts.node = std::string(host); // the fabric listens where the side channel does
+    selection_ = std::make_shared<const Selection>(select(opts));
+    fabric_ = Fabric::open(selection_->info());
+    domain_ = Domain::open(fabric_, selection_->info());
+    if (selection_->kind() == EndpointKind::msg)
+        listener_ = Listener::open(fabric_, selection_->info());
+    else
+        rdm_ = Endpoint::open_rdm(domain_, selection_->options());
+}
+
+Connection Server::accept(Deadline deadline)
+{
+    SideChannel side = side_.accept(deadline);
+    try {
+        const auto token = make_token();
+        const bool msg = selection_->kind() == EndpointKind::msg;
+        Offer offer{selection_->kind(), selection_->info()->addr_format,
+                    std::string(selection_->provider()), std::string(selection_->info().fabric_name()),
+                    {token.begin(), token.end()}, msg ? listener_->name() : rdm_->name(),
+                    selection_->report()};
+        side.send(Frame::offer, encode(offer), deadline);
+        std::shared_ptr<Endpoint> ep;
+        Peer peer;
+        if (msg) {
+            // Wait for the client's connection request in slices, so that a
+            // client that failed (and said why on the side channel) is heard.
+            std::optional<EventQueue::Event> request;
+            while (!request) {
+                try {
+                    const auto slice = std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(200));
+                    request = listener_->wait_request(token, Deadline(slice));
+                } catch (const TimeoutError&) {
+                    if (deadline.expired())
+                        throw;
+                    if (side.readable())
+                        (void)side.receive(Frame::ready, deadline); // raises the peer's error
+                }
+            }
+            ep = Endpoint::accept(domain_, std::move(*request), selection_->options(), deadline);
+            (void)side.receive(Frame::ready, deadline);
+        } else {
+            ep = rdm_;
+            peer = ep->insert_peer(side.receive(Frame::ready, deadline));
+        }
+        side.send(Frame::ready, {}, deadline);
+        return Connection(selection_, domain_, std::move(ep), peer, std::move(side));
+    } catch (const std::exception& e) {
+        side.send_error(e.what());
+        throw;
+    }
+}
+
+} // namespace weft

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#include "weft/domain.hpp"
+
+#include <sys/random.h>
+#include <sys/resource.h>
+
+#include <mutex>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "../providers/traits.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+// Registration pins pages on RDMA devices; a low soft RLIMIT_MEMLOCK is the most
+// common cause of failed registrations (UCX PR#2712). Raise the soft limit to
+// the hard limit once per process; never lower anything.
+void raise_memlock_once()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        rlimit lim{};
+        if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+            lim.rlim_cur = lim.rlim_max;
+            (void)setrlimit(RLIMIT_MEMLOCK, &lim);
+        }
+    });
+}
+
+std::uint64_t random_u64()
+{
+    std::uint64_t v = 0;
+    auto* p = reinterpret_cast<unsigned char*>(&v);
+    std::size_t got = 0;
+    while (got < sizeof v) {
+        const ssize_t n = getrandom(p + got, sizeof v - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            detail::throw_error("getrandom", -errno, "", "no entropy for a memory key");
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    return v;
+}
+
+} // namespace
+
+struct Domain::Private {};
+
+Domain::Domain(Private, std::shared_ptr<Fabric> fabric, Info info, detail::FidPtr<fid_domain> fid)
+    : fabric_(std::move(fabric)), info_(std::move(info)),
+      quirks_(providers::quirks_for(info_.get())), fid_(std::move(fid))
+{
+}
+
+std::shared_ptr<Domain> Domain::open(std::shared_ptr<Fabric> fabric, const Info& info)
+{
+    if (providers::traits_for(info.provider()).pins_memory)
+        raise_memlock_once();
+    fid_domain* raw = nullptr;
+    detail::check(fi_domain(fabric->get(), const_cast<fi_info*>(info.get()), &raw, nullptr),
+                  "fi_domain", info.provider());
+    return std::make_shared<Domain>(Private{}, std::move(fabric), info,
+                                    detail::FidPtr<fid_domain>(raw));
+}
+
+std::uint64_t Domain::reserve_key()
+{
+    const std::size_t key_size = info_->domain_attr->mr_key_size;
+    const std::uint64_t mask =
+        key_size == 0 || key_size >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * key_size)) - 1;
+    std::lock_guard lock(keys_mutex_);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+        const std::uint64_t key = random_u64() & mask;
+        if (key != 0 && keys_.insert(key).second)
+            return key;
+    }
+    detail::throw_error("reserve_key", -FI_ENOKEY, provider(),
+                        fmt::format("no free {}-byte memory key after 64 random draws: too many "
+                                    "registrations in this domain ({})",
+                                    key_size, keys_.size()));
+}
+
+void Domain::release_key(std::uint64_t key) noexcept
+{
+    std::lock_guard lock(keys_mutex_);
+    keys_.erase(key);
+}
+
+} // namespace weft

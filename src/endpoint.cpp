@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+// Endpoint set-up: opening, binding, receive slots, connection management,
+// and turning completion entries into weft::Completion.
+#include "weft/endpoint.hpp"
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "endpoint_post.hpp"
+#include "frame.hpp"
+#include "weft/error.hpp"
+#include "weft/progress.hpp"
+
+namespace weft {
+
+std::string_view to_string(Op op) noexcept
+{
+    switch (op) {
+    case Op::send: return "send";
+    case Op::recv: return "recv";
+    case Op::write: return "write";
+    case Op::read: return "read";
+    case Op::atomic: return "atomic";
+    case Op::notify: return "notify";
+    }
+    return "?";
+}
+
+struct Endpoint::Private {};
+
+Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options,
+                   EndpointKind kind)
+    : domain_(std::move(domain)), options_(options), kind_(kind), quirks_(domain_->quirks())
+{
+}
+
+Endpoint::~Endpoint() = default;
+
+void Endpoint::open_fid(Info owned)
+{
+    fi_info* info = ep_info_.emplace(std::move(owned)).get();
+    fid_ep* raw = nullptr;
+    detail::check(fi_endpoint(domain_->get(), info, &raw, nullptr), "fi_endpoint", provider());
+    ep_owner_.reset(raw);
+    ep_ = raw;
+    const auto* tx = info->tx_attr;
+    inject_size_ = tx->inject_size;
+    iov_limit_ = std::max<std::size_t>(1, tx->iov_limit);
+    rma_iov_limit_ = std::max<std::size_t>(1, tx->rma_iov_limit);
+    ordered_saw_ = tx->msg_order & FI_ORDER_SAW;
+    // Without CQ data (iWARP), notify becomes a message, and messages carry a
+    // header so the target can tell the two apart.
+    framed_ = info->domain_attr->cq_data_size < sizeof(std::uint32_t);
+}
+
+void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
+{
+    const fi_info* info = domain_->info().get();
+    std::size_t cq_size = info->tx_attr->size + info->rx_attr->size;
+    if (quirks_.max_cq_entries && cq_size > quirks_.max_cq_entries)
+        cq_size = quirks_.max_cq_entries;
+    cq_ = CompletionQueue::open(domain_, cq_size);
+    detail::check(fi_ep_bind(ep_, &cq_->get()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)",
+                  provider());
+    if (kind_ == EndpointKind::msg) {
+        eq_ = eq;
+        detail::check(fi_ep_bind(ep_, &eq_->get()->fid, 0), "fi_ep_bind(eq)", provider());
+    } else {
+        av_ = AddressVector::open(domain_);
+        detail::check(fi_ep_bind(ep_, &av_->get()->fid, 0), "fi_ep_bind(av)", provider());
+    }
+    detail::check(fi_enable(ep_), "fi_enable", provider());
+
+    if (info->caps & FI_ATOMIC) {
+        fi_atomic_attr attr{};
+        atomics_ = fi_query_atomic(domain_->get(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC) == 0 &&
+                   fi_query_atomic(domain_->get(), FI_UINT64, FI_CSWAP, &attr,
+                                   FI_COMPARE_ATOMIC) == 0;
+    }
+
+    // Receive slots: messages and (on FI_RX_CQ_DATA providers) notifications land here.
+    const std::size_t rx_size = info->rx_attr->size ? info->rx_attr->size : options_.rx_slots;
+    const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, 1, rx_size);
+    slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
+    max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
+    slot_mr_ = MemoryRegion::allocate(domain_, count * slot_size_, Access::local, this);
+    slots_.resize(count);
+    for (std::size_t i = 0; i < count; ++i)
+        slots_[i].buf = slot_mr_->data() + i * slot_size_;
+    lent_.reserve(count);
+
+    // Scratch: frame headers and atomic operands, one entry per transmit slot.
+    scratch_count_ = std::max<std::size_t>(64, 2 * info->tx_attr->size);
+    scratch_mr_ = MemoryRegion::allocate(domain_, scratch_count_ * sizeof(AtomicScratch),
+                                         Access::local, this);
+    post_slots();
+    if (wants_progress_thread(options_, quirks_))
+        start_progress_thread();
+}
+
+void Endpoint::post_slots()
+{
+    for (std::uint32_t i = 0; i < slots_.size(); ++i)
+        repost(i);
+}
+
+void Endpoint::repost(std::uint32_t slot)
+{
+    Slot* s = &slots_[slot];
+    post("fi_recv", [&] {
+        return fi_recv(ep_, s->buf, slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC, s);
+    });
+}
+
+void Endpoint::repost_lent()
+{
+    for (auto slot : lent_)
+        repost(slot);
+    lent_.clear();
+}
+
+void Endpoint::start_progress_thread()
+{
+    progress_ = std::make_unique<ProgressThread>(cq_, activity_, options_.progress_interval);
+}
+
+std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, const Info& info,
+                                            const Options& options,
+                                            std::span<const std::byte> param, Deadline deadline)
+{
+    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
+    ep->open_fid(info);
+    ep->bind_and_enable(EventQueue::open(domain->fabric()));
+    detail::check(fi_connect(ep->ep_, (*ep->ep_info_)->dest_addr, param.data(), param.size()),
+                  "fi_connect", ep->provider());
+    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED from the server");
+    if (ev.type != FI_CONNECTED)
+        detail::throw_error("fi_connect", -FI_ECONNREFUSED, ep->provider(),
+                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
+    // The initiator sends first: iWARP requires it, and a small non-empty first
+    // message is safe everywhere (zrlio/softiwarp#20).
+    ep->send_hello();
+    return ep;
+}
+
+std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
+                                           EventQueue::Event request, const Options& options,
+                                           Deadline deadline)
+{
+    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
+    ep->open_fid(std::move(*request.info));
+    ep->awaiting_hello_ = true;
+    ep->bind_and_enable(EventQueue::open(domain->fabric()));
+    detail::check(fi_accept(ep->ep_, nullptr, 0), "fi_accept", ep->provider());
+    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED after accepting");
+    if (ev.type != FI_CONNECTED)
+        detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
+                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
+    ep->expect_hello(deadline);
+    return ep;
+}
+
+std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
+                                             const Options& options)
+{
+    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
+    ep->open_fid(domain->info());
+    ep->bind_and_enable(nullptr);
+    return ep;
+}
+
+std::vector<std::byte> Endpoint::name() const
+{
+    std::vector<std::byte> out(256);
+    std::size_t len = out.size();
+    int ret = fi_getname(&ep_->fid, out.data(), &len);
+    if (ret == -FI_ETOOSMALL) {
+        out.resize(len);
+        ret = fi_getname(&ep_->fid, out.data(), &len);
+    }
+    detail::check(ret, "fi_getname", provider());
+    out.resize(len);
+    return out;
+}
+
+Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
+{
+    if (!av_)
+        throw UsageError("insert_peer", -FI_EINVAL, std::string(provider()),
+                         "MSG endpoints are connected to one peer: use Peer{} instead");
+    return av_->insert(peer_name);
+}
+
+void Endpoint::send_hello()
+{
+    auto* s = next_scratch();
+    std::memcpy(s, frame::hello.data(), frame::hello_size);
+    if (framed_) {
+        send_frame(frame::type_hello, 0, Local{}, &internal_, Peer{});
+        return;
+    }
+    Local hello{reinterpret_cast<std::byte*>(s), frame::hello_size, scratch_mr_->desc()};
+    post("fi_send(hello)", [&] {
+        return fi_send(ep_, hello.addr, hello.len, hello.desc, FI_ADDR_UNSPEC, &internal_);
+    });
+}
+
+void Endpoint::expect_hello(Deadline deadline)
+{
+    std::uint32_t spins = 0;
+    while (awaiting_hello_) {
+        stash_some();
+        if ((++spins & 255u) == 0 && deadline.expired())
+            detail::throw_error("accept", -FI_ETIMEDOUT, provider(),
+                                "the client connected but never sent weft's hello: is it a weft "
+                                "peer of the same version?");
+    }
+}
+
+bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
+{
+    void* ctx = e.op_context;
+    if (ctx == &internal_)
+        return false;
+    if (ctx == &fence_) {
+        fence_done_ = true;
+        return false;
+    }
+    const auto base = reinterpret_cast<std::uintptr_t>(slots_.data());
+    const auto p = reinterpret_cast<std::uintptr_t>(ctx);
+    const bool is_slot = p >= base && p < base + slots_.size() * sizeof(Slot);
+    const auto slot = static_cast<std::uint32_t>((p - base) / sizeof(Slot));
+
+    if (e.flags & FI_REMOTE_CQ_DATA) {
+        c = Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data), {}};
+        if (is_slot) // FI_RX_CQ_DATA: the notification consumed a receive
+            repost(slot);
+        return true;
+    }
+    if (!is_slot) {
+        c = Completion{ctx, frame::op_from_flags(e.flags), e.len, 0, {}};
+        return true;
+    }
+    std::byte* buf = slots_[slot].buf;
+    if (awaiting_hello_) {
+        const bool ok = framed_ ? e.len >= frame::header_size &&
+                                      frame::type_of(buf) == frame::type_hello
+                                : e.len == frame::hello_size &&
+                                      std::memcmp(buf, frame::hello.data(), frame::hello_size) == 0;
+        repost(slot);
+        if (!ok)
+            detail::throw_error("accept", -EPROTO, provider(),
+                                "the first message from the client is not weft's hello: is the "
+                                "peer a weft program of the same version?");
+        awaiting_hello_ = false;
+        return false;
+    }
+    if (!framed_) {
+        c = Completion{nullptr, Op::recv, e.len, 0, {buf, e.len}, slot};
+        return true;
+    }
+    if (e.len < frame::header_size) {
+        repost(slot);
+        detail::throw_error("receive", -EPROTO, provider(),
+                            fmt::format("a {} B message without weft's {} B header arrived: the "
+                                        "peer is not using weft's framing",
+                                        e.len, frame::header_size));
+    }
+    switch (frame::type_of(buf)) {
+    case frame::type_notify:
+        c = Completion{nullptr, Op::notify, 0, frame::value_of(buf), {}};
+        repost(slot);
+        return true;
+    case frame::type_message:
+        c = Completion{nullptr, Op::recv, e.len - frame::header_size, 0,
+                       {buf + frame::header_size, e.len - frame::header_size}, slot};
+        return true;
+    default:
+        repost(slot);
+        return false;
+    }
+}
+
+} // namespace weft

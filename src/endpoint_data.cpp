@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: MIT
+// The data path: posts, retries on back-pressure, and completion polling. No
+// locks and no copies here; -FI_EAGAIN leaves the fast path for post_slow().
+#include <array>
+#include <cstring>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "endpoint_post.hpp"
+#include "frame.hpp"
+#include "weft/endpoint.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+
+void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), void* arg)
+{
+    std::optional<Deadline> deadline;
+    while (r == -FI_EAGAIN) {
+        if (!deadline)
+            deadline = Deadline::after(post_timeout_);
+        else if (deadline->expired())
+            detail::throw_error(
+                call, -FI_ETIMEDOUT, provider(),
+                fmt::format("the provider kept answering -FI_EAGAIN for {} ms: the transmit "
+                            "queue (depth {}) stays full. Poll completions more often, keep fewer "
+                            "operations in flight, or raise Options::tx_depth",
+                            std::chrono::duration_cast<std::chrono::milliseconds>(post_timeout_)
+                                .count(),
+                            info()->tx_attr->size));
+        stash_some(); // progress, keeping what completes for later polls
+        r = retry(arg);
+    }
+    if (r != 0)
+        detail::throw_error(call, static_cast<int>(r), provider());
+}
+
+Endpoint::AtomicScratch* Endpoint::next_scratch() noexcept
+{
+    auto* base = reinterpret_cast<AtomicScratch*>(scratch_mr_->data());
+    auto* s = base + scratch_next_;
+    scratch_next_ = scratch_next_ + 1 == scratch_count_ ? 0 : scratch_next_ + 1;
+    return s;
+}
+
+void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+                     Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len <= inject_size_) {
+        iovec iov{src.addr, src.len};
+        fi_rma_iov rma{addr, src.len, dst.key()};
+        fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, 0};
+        post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, FI_INJECT | FI_COMPLETION); });
+        return;
+    }
+    post("fi_write", [&] {
+        return fi_write(ep_, src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
+    });
+}
+
+void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
+                      void* context, Peer peer)
+{
+    constexpr std::size_t max_iov = 16;
+    if (src.empty() || src.size() > iov_limit_ || src.size() > max_iov)
+        throw UsageError("writev", -FI_EINVAL, std::string(provider()),
+                         fmt::format("{} local segments; this endpoint takes 1 to {}", src.size(),
+                                     std::min(iov_limit_, max_iov)));
+    std::array<iovec, max_iov> iov{};
+    std::array<void*, max_iov> desc{};
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        iov[i] = {src[i].addr, src[i].len};
+        desc[i] = src[i].desc;
+        total += src[i].len;
+    }
+    fi_rma_iov rma{dst.write_address(offset, total), total, dst.key()};
+    fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
+    post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, FI_COMPLETION); });
+}
+
+void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                            std::uint32_t value, void* context, Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (!framed_) {
+        if (src.len <= inject_size_) {
+            iovec iov{src.addr, src.len};
+            fi_rma_iov rma{addr, src.len, dst.key()};
+            fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, value};
+            post("fi_writemsg", [&] {
+                return fi_writemsg(ep_, &msg, FI_INJECT | FI_REMOTE_CQ_DATA | FI_COMPLETION);
+            });
+            return;
+        }
+        post("fi_writedata", [&] {
+            return fi_writedata(ep_, src.addr, src.len, src.desc, value, peer.addr, addr,
+                                dst.key(), context);
+        });
+        return;
+    }
+    // No CQ data: the write, then a notify message the target turns into
+    // Op::notify. The message must not overtake the data: ordered when the
+    // provider promises send-after-write, else weft waits for delivery first.
+    if (ordered_saw_) {
+        post("fi_write", [&] {
+            return fi_write(ep_, src.addr, src.len, src.desc, peer.addr, addr, dst.key(),
+                            &internal_);
+        });
+    } else {
+        iovec iov{src.addr, src.len};
+        fi_rma_iov rma{addr, src.len, dst.key()};
+        fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, &fence_, 0};
+        fence_done_ = false;
+        post("fi_writemsg", [&] {
+            return fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+        });
+        const auto deadline = Deadline::after(post_timeout_);
+        std::uint32_t spins = 0;
+        while (!fence_done_) {
+            stash_some();
+            if ((++spins & 255u) == 0 && deadline.expired())
+                detail::throw_error("write_notify", -FI_ETIMEDOUT, provider(),
+                                    "the write before the notify message never completed");
+        }
+    }
+    send_frame(frame::type_notify, value, Local{}, context, peer);
+}
+
+void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset, void* context,
+                    Peer peer)
+{
+    const std::uint64_t addr = src.read_address(offset, dst.len);
+    post("fi_read", [&] {
+        return fi_read(ep_, dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
+    });
+}
+
+void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
+                     void* context, Peer peer)
+{
+    constexpr std::size_t max_iov = 16;
+    if (dst.empty() || dst.size() > iov_limit_ || dst.size() > max_iov)
+        throw UsageError("readv", -FI_EINVAL, std::string(provider()),
+                         fmt::format("{} local segments; this endpoint takes 1 to {}", dst.size(),
+                                     std::min(iov_limit_, max_iov)));
+    std::array<iovec, max_iov> iov{};
+    std::array<void*, max_iov> desc{};
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+        iov[i] = {dst[i].addr, dst[i].len};
+        desc[i] = dst[i].desc;
+        total += dst[i].len;
+    }
+    fi_rma_iov rma{src.read_address(offset, total), total, src.key()};
+    fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
+    post("fi_readmsg", [&] { return fi_readmsg(ep_, &msg, FI_COMPLETION); });
+}
+
+void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
+                            std::uint64_t offset, Peer peer)
+{
+    if (src.size() > inject_size_)
+        throw UsageError("write_inject", -FI_EINVAL, std::string(provider()),
+                         fmt::format("{} B exceeds the inject size of {} B: use write()",
+                                     src.size(), inject_size_));
+    const std::uint64_t addr = dst.write_address(offset, src.size());
+    post("fi_inject_write", [&] {
+        return fi_inject_write(ep_, src.data(), src.size(), peer.addr, addr, dst.key());
+    });
+}
+
+void Endpoint::check_message(std::size_t len) const
+{
+    if (len > max_message_)
+        throw UsageError("send", -FI_EMSGSIZE, std::string(provider()),
+                         fmt::format("a {} B message exceeds the peer's {} B receive slots: raise "
+                                     "Options::slot_size on both sides, or move the data with RMA",
+                                     len, max_message_));
+}
+
+void Endpoint::send(Local src, void* context, Peer peer)
+{
+    check_message(src.len);
+    if (framed_) {
+        send_frame(frame::type_message, 0, src, context, peer);
+        return;
+    }
+    if (src.len <= inject_size_) {
+        iovec iov{src.addr, src.len};
+        fi_msg msg{&iov, &src.desc, 1, peer.addr, context, 0};
+        post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, FI_INJECT | FI_COMPLETION); });
+        return;
+    }
+    post("fi_send", [&] {
+        return fi_send(ep_, src.addr, src.len, src.desc, peer.addr, context);
+    });
+}
+
+void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
+                          Peer peer)
+{
+    auto* header = reinterpret_cast<std::byte*>(next_scratch());
+    frame::write_header(header, type, value);
+    std::array<iovec, 2> iov{iovec{header, frame::header_size}, iovec{payload.addr, payload.len}};
+    std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
+    const std::size_t count = payload.len ? 2 : 1;
+    const std::size_t total = frame::header_size + payload.len;
+    fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
+    const std::uint64_t flags = FI_COMPLETION | (total <= inject_size_ ? FI_INJECT : 0);
+    post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, flags); });
+}
+
+void Endpoint::unsupported(const char* what) const
+{
+    throw UsageError(what, -FI_EOPNOTSUPP, std::string(provider()),
+                     fmt::format("remote atomics are not supported by {} ({} endpoints); use a "
+                                 "provider that offers FI_ATOMIC (verbs on RoCE or InfiniBand, "
+                                 "shm, sockets), or build the update from RMA read and write under "
+                                 "your own locking",
+                                 provider(), to_string(kind_)));
+}
+
+void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t offset,
+                         std::uint64_t operand, void* context, Peer peer)
+{
+    if (!atomics_)
+        unsupported("fetch_add");
+    const std::uint64_t addr = dst.atomic_address(offset);
+    if (result.len < sizeof(std::uint64_t))
+        throw UsageError("fetch_add", -FI_EINVAL, std::string(provider()),
+                         "the result buffer must hold 8 bytes");
+    auto* s = next_scratch();
+    s->operand = operand;
+    post("fi_fetch_atomic", [&] {
+        return fi_fetch_atomic(ep_, &s->operand, 1, scratch_mr_->desc(), result.addr, result.desc,
+                               peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
+    });
+}
+
+void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t offset,
+                            std::uint64_t expected, std::uint64_t desired, void* context,
+                            Peer peer)
+{
+    if (!atomics_)
+        unsupported("compare_swap");
+    const std::uint64_t addr = dst.atomic_address(offset);
+    if (result.len < sizeof(std::uint64_t))
+        throw UsageError("compare_swap", -FI_EINVAL, std::string(provider()),
+                         "the result buffer must hold 8 bytes");
+    auto* s = next_scratch();
+    s->operand = desired;
+    s->compare = expected;
+    void* desc = scratch_mr_->desc();
+    post("fi_compare_atomic", [&] {
+        return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, result.addr,
+                                 result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP,
+                                 context);
+    });
+}
+
+// ---- completions ----
+
+std::size_t Endpoint::drain(std::span<Completion> out)
+{
+    constexpr std::size_t batch = 16;
+    activity_.note();
+    std::array<fi_cq_data_entry, batch> entries;
+    const std::size_t n = cq_->read(entries.data(), std::min(batch, out.size()));
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        if (translate(entries[i], out[m]))
+            ++m;
+    return m;
+}
+
+void Endpoint::stash_some()
+{
+    std::array<Completion, 16> got;
+    const std::size_t n = drain(got);
+    deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+std::size_t Endpoint::poll(std::span<Completion> out)
+{
+    if (!lent_.empty())
+        repost_lent();
+    std::size_t n = 0;
+    while (n < out.size() && !deferred_.empty()) {
+        out[n++] = deferred_.front();
+        deferred_.pop_front();
+    }
+    if (n < out.size())
+        n += drain(out.subspan(n));
+    for (std::size_t i = 0; i < n; ++i)
+        if (out[i].slot != Completion::no_slot)
+            lent_.push_back(out[i].slot);
+    return n;
+}
+
+std::optional<Completion> Endpoint::poll_one()
+{
+    Completion c;
+    if (poll(std::span(&c, 1)) == 1)
+        return c;
+    return std::nullopt;
+}
+
+template <class Pred>
+Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what)
+{
+    if (!lent_.empty())
+        repost_lent();
+    auto take = [&](Completion c) {
+        if (c.slot != Completion::no_slot)
+            lent_.push_back(c.slot);
+        return c;
+    };
+    for (auto it = deferred_.begin(); it != deferred_.end(); ++it)
+        if (pred(*it)) {
+            Completion c = *it;
+            deferred_.erase(it);
+            return take(c);
+        }
+    std::uint32_t spins = 0;
+    for (;;) {
+        std::array<Completion, 16> got;
+        const std::size_t n = drain(got);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!pred(got[i]))
+                continue;
+            deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(i));
+            deferred_.insert(deferred_.end(), got.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                             got.begin() + static_cast<std::ptrdiff_t>(n));
+            return take(got[i]);
+        }
+        deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
+        if ((++spins & 63u) == 0 && deadline.expired()) {
+            std::string hint = fmt::format("no completion for {} before the deadline", what);
+            if (quirks_.target_needs_progress)
+                hint += "; this provider's data progress is MANUAL, so the peer must poll its "
+                        "endpoint or run a progress thread (Progress::automatic)";
+            hint += "; is the peer alive?";
+            detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
+        }
+    }
+}
+
+Completion Endpoint::wait(void* context, Deadline deadline)
+{
+    return wait_until(
+        [context](const Completion& c) {
+            return c.context == context && c.op != Op::recv && c.op != Op::notify;
+        },
+        deadline, "the operation");
+}
+
+Completion Endpoint::wait_for(Op op, Deadline deadline)
+{
+    const char* what = op == Op::notify ? "a notification" : op == Op::recv ? "a message" : "an operation";
+    return wait_until([op](const Completion& c) { return c.op == op; }, deadline, what);
+}
+
+} // namespace weft

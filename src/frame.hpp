@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+// weft's message framing, used only where the provider has no CQ data (iWARP):
+// an 8-byte header {version, type, 0, 0, value (u32 little-endian)} in front of
+// each message, so a notification and a message can be told apart.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <rdma/fabric.h>
+
+#include "weft/endpoint.hpp"
+
+namespace weft::frame {
+
+inline constexpr std::size_t header_size = 8;
+inline constexpr std::uint8_t version = 1;
+inline constexpr std::uint8_t type_message = 1;
+inline constexpr std::uint8_t type_notify = 2;
+inline constexpr std::uint8_t type_hello = 3;
+
+inline constexpr std::size_t hello_size = 8;
+inline constexpr std::array<std::byte, hello_size> hello = {
+    std::byte{'w'}, std::byte{'e'}, std::byte{'f'}, std::byte{'t'},
+    std::byte{'h'}, std::byte{'i'}, std::byte{1},   std::byte{0}};
+
+inline std::uint8_t type_of(const std::byte* h) noexcept
+{
+    return std::to_integer<std::uint8_t>(h[1]);
+}
+inline std::uint32_t value_of(const std::byte* h) noexcept
+{
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(h[4 + i])) << (8 * i);
+    return v;
+}
+inline void write_header(std::byte* h, std::uint8_t type, std::uint32_t value) noexcept
+{
+    h[0] = std::byte{version};
+    h[1] = std::byte{type};
+    h[2] = h[3] = std::byte{0};
+    for (int i = 0; i < 4; ++i)
+        h[4 + i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+inline Op op_from_flags(std::uint64_t flags) noexcept
+{
+    if (flags & FI_ATOMIC)
+        return Op::atomic;
+    if (flags & FI_RMA)
+        return (flags & FI_READ) ? Op::read : Op::write;
+    if (flags & FI_RECV)
+        return Op::recv;
+    return Op::send;
+}
+
+} // namespace weft::frame

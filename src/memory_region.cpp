@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#include "weft/memory_region.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/endpoint.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+std::string limit_text(rlim_t v)
+{
+    return v == RLIM_INFINITY ? std::string("unlimited") : fmt::format("{} KiB", v / 1024);
+}
+
+std::string memlock_text()
+{
+    rlimit lim{};
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+        return "RLIMIT_MEMLOCK unknown";
+    return fmt::format("RLIMIT_MEMLOCK is {} (soft) / {} (hard); if the provider pins memory, "
+                       "raise it: `ulimit -l unlimited`, LimitMEMLOCK=infinity for systemd "
+                       "services, or a memlock line in /etc/security/limits.conf",
+                       limit_text(lim.rlim_cur), limit_text(lim.rlim_max));
+}
+
+} // namespace
+
+struct MemoryRegion::Private {};
+
+MemoryRegion::MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
+                           Access access, std::shared_ptr<std::byte[]> owned)
+    : domain_(std::move(domain)), owned_(std::move(owned)), memory_(memory), access_(access)
+{
+}
+
+MemoryRegion::~MemoryRegion()
+{
+    fid_.reset(); // close before the key is returned and before owned_ is freed
+    if (requested_key_)
+        domain_->release_key(key_);
+}
+
+std::shared_ptr<MemoryRegion> MemoryRegion::register_memory(std::shared_ptr<Domain> domain,
+                                                            std::span<std::byte> memory,
+                                                            Access access,
+                                                            const Endpoint* bind_to)
+{
+    if (memory.empty() || memory.data() == nullptr)
+        throw UsageError("register_memory", -FI_EINVAL, std::string(domain->provider()),
+                         "cannot register an empty span: give the region at least one byte");
+    auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain), memory, access, nullptr);
+    mr->register_with(bind_to);
+    return mr;
+}
+
+std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> domain,
+                                                     std::size_t size, Access access,
+                                                     const Endpoint* bind_to)
+{
+    if (size == 0)
+        throw UsageError("MemoryRegion::allocate", -FI_EINVAL, std::string(domain->provider()),
+                         "cannot allocate an empty region");
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t rounded = (size + page - 1) / page * page;
+    void* p = std::aligned_alloc(page, rounded);
+    if (!p)
+        throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    std::shared_ptr<std::byte[]> owned(static_cast<std::byte*>(p),
+                                       [](std::byte* q) { std::free(q); });
+    auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain),
+                                             std::span(owned.get(), size), access, owned);
+    mr->register_with(bind_to);
+    return mr;
+}
+
+void MemoryRegion::register_with(const Endpoint* bind_to)
+{
+    const std::uint64_t mode = domain_->mr_mode();
+    const auto prov = domain_->provider();
+
+    // Local roles are always granted; remote access only as asked. On iWARP the
+    // sink of an RDMA read is written by the peer's read response, so it needs
+    // remote-write access too (libfabric#1707, #3521).
+    std::uint64_t flags = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (access_ == Access::remote_read || access_ == Access::remote_read_write)
+        flags |= FI_REMOTE_READ;
+    if (access_ == Access::remote_write || access_ == Access::remote_read_write)
+        flags |= FI_REMOTE_WRITE;
+    if (domain_->quirks().read_sink_needs_remote_write)
+        flags |= FI_REMOTE_WRITE;
+
+    iovec iov{memory_.data(), memory_.size()};
+    fi_mr_attr attr{};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = flags;
+    attr.offset = 0;
+    requested_key_ = !(mode & FI_MR_PROV_KEY);
+    attr.requested_key = requested_key_ ? domain_->reserve_key() : 0;
+    if (mode & FI_MR_ENDPOINT && !bind_to) {
+        if (requested_key_)
+            domain_->release_key(attr.requested_key);
+        throw UsageError("fi_mr_regattr", -FI_EINVAL, std::string(prov),
+                         fmt::format("{} wants endpoint-bound memory regions (FI_MR_ENDPOINT): "
+                                     "register through Connection::register_memory or pass the "
+                                     "endpoint as bind_to",
+                                     prov));
+    }
+
+    fid_mr* raw = nullptr;
+    const int ret = fi_mr_regattr(domain_->get(), &attr, 0, &raw);
+    if (ret != 0) {
+        if (requested_key_)
+            domain_->release_key(attr.requested_key);
+        detail::throw_error("fi_mr_regattr", ret, prov,
+                            fmt::format("registering {} B at {}: {}", memory_.size(),
+                                        static_cast<const void*>(memory_.data()),
+                                        memlock_text()));
+    }
+    fid_.reset(raw);
+    if (mode & FI_MR_ENDPOINT) {
+        detail::check(fi_mr_bind(raw, &bind_to->get()->fid, 0), "fi_mr_bind", prov);
+        detail::check(fi_mr_enable(raw), "fi_mr_enable", prov);
+    }
+    key_ = fi_mr_key(raw);
+    if (key_ == FI_KEY_NOTAVAIL)
+        detail::throw_error("fi_mr_key", -FI_ENOKEY, prov,
+                            "the provider needs raw keys larger than 64 bits (FI_MR_RAW), which "
+                            "weft does not support");
+    desc_ = fi_mr_desc(raw);
+}
+
+Local MemoryRegion::slice(std::size_t offset, std::size_t len) const
+{
+    if (offset > memory_.size() || len > memory_.size() - offset)
+        throw UsageError("MemoryRegion::slice", -FI_EINVAL, std::string(domain_->provider()),
+                         fmt::format("local range [{}, +{}) is outside the {} B region", offset,
+                                     len, memory_.size()));
+    return {memory_.data() + offset, len, desc_};
+}
+
+RemoteRegion MemoryRegion::remote() const
+{
+    std::uint8_t flags = 0;
+    if (access_ == Access::remote_read || access_ == Access::remote_read_write)
+        flags |= RemoteRegion::readable;
+    if (access_ == Access::remote_write || access_ == Access::remote_read_write)
+        flags |= RemoteRegion::writable;
+    if (flags == 0)
+        throw UsageError("MemoryRegion::remote", -FI_EINVAL, std::string(domain_->provider()),
+                         "this region was registered with Access::local; register it with "
+                         "Access::remote_read, remote_write or remote_read_write to export it");
+    // Under FI_MR_VIRT_ADDR the target address is the virtual address; otherwise
+    // it is an offset from the start of the region (libfabric#5102).
+    const bool virt = domain_->mr_mode() & FI_MR_VIRT_ADDR;
+    if (virt)
+        flags |= RemoteRegion::virt_addr;
+    const std::uint64_t base = virt ? reinterpret_cast<std::uintptr_t>(memory_.data()) : 0;
+    return RemoteRegion(base, memory_.size(), key_, flags);
+}
+
+} // namespace weft

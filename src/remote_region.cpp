@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+#include "weft/remote_region.hpp"
+
+#include <array>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+constexpr std::array<std::byte, 4> magic = {std::byte{'W'}, std::byte{'F'}, std::byte{'R'},
+                                            std::byte{'R'}};
+
+void put_u64(std::byte* p, std::uint64_t v) noexcept
+{
+    for (int i = 0; i < 8; ++i)
+        p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+void put_u32(std::byte* p, std::uint32_t v) noexcept
+{
+    for (int i = 0; i < 4; ++i)
+        p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint64_t get_u64(const std::byte* p) noexcept
+{
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+        v |= std::uint64_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+    return v;
+}
+std::uint32_t get_u32(const std::byte* p) noexcept
+{
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+    return v;
+}
+
+constexpr auto crc_table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+        std::uint32_t c = i;
+        for (int k = 0; k < 8; ++k)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        t[i] = c;
+    }
+    return t;
+}();
+
+[[noreturn]] void bad(const std::string& why)
+{
+    throw UsageError("RemoteRegion::decode", -FI_EINVAL, "",
+                     "RemoteRegion descriptor rejected: " + why +
+                         ". It must be the 40 bytes produced by RemoteRegion::encode() on the "
+                         "peer, passed unchanged");
+}
+
+} // namespace
+
+std::uint32_t crc32c(std::span<const std::byte> bytes) noexcept
+{
+    std::uint32_t c = ~0u;
+    for (std::byte b : bytes)
+        c = crc_table[(c ^ std::to_integer<std::uint8_t>(b)) & 0xffu] ^ (c >> 8);
+    return ~c;
+}
+
+void RemoteRegion::reject(const char* op, std::uint64_t offset, std::size_t len) const
+{
+    const bool allowed = std::string_view(op) == "write" ? is_writable() : is_readable();
+    if (!allowed)
+        throw UsageError(std::string("remote ") + op, -FI_EACCES, "",
+                         fmt::format("remote {} refused before posting: the region ({} B, key "
+                                     "{:#x}) was exported without remote-{} access; register it "
+                                     "with Access::remote_{} on the target",
+                                     op, length_, key_, op, op));
+    throw UsageError(std::string("remote ") + op, -FI_EINVAL, "",
+                     fmt::format("remote {} of {} B at offset {} is out of bounds of the {} B "
+                                 "region (key {:#x}); nothing was posted",
+                                 op, len, offset, length_, key_));
+}
+
+std::uint64_t RemoteRegion::atomic_address(std::uint64_t offset) const
+{
+    if (!is_writable())
+        reject("write", offset, 8);
+    const std::uint64_t addr = read_address(offset, 8);
+    if (addr % 8 != 0)
+        throw UsageError("remote atomic", -FI_EINVAL, "",
+                         fmt::format("remote atomic at offset {} is not 8-byte aligned "
+                                     "(address {:#x}); 64-bit atomics need aligned targets",
+                                     offset, addr));
+    return addr;
+}
+
+RemoteRegion::Wire RemoteRegion::encode() const noexcept
+{
+    Wire w{};
+    std::memcpy(w.data(), magic.data(), magic.size());
+    w[4] = std::byte{wire_version};
+    w[5] = std::byte{flags_};
+    put_u64(&w[8], base_);
+    put_u64(&w[16], length_);
+    put_u64(&w[24], key_);
+    put_u32(&w[32], crc32c(std::span(w).first(32)));
+    return w;
+}
+
+RemoteRegion RemoteRegion::decode(std::span<const std::byte> b)
+{
+    if (b.size() != wire_size)
+        bad(fmt::format("{} bytes, expected {}", b.size(), wire_size));
+    if (std::memcmp(b.data(), magic.data(), magic.size()) != 0)
+        bad("bad magic (not a weft RemoteRegion)");
+    const auto version = std::to_integer<std::uint8_t>(b[4]);
+    if (version != wire_version)
+        bad(fmt::format("wire version {} but this weft reads version {} (upgrade the older side)",
+                        version, wire_version));
+    const auto flags = std::to_integer<std::uint8_t>(b[5]);
+    if (flags & ~(readable | writable | virt_addr))
+        bad(fmt::format("unknown flag bits {:#x}", flags));
+    if (b[6] != std::byte{0} || b[7] != std::byte{0} || get_u32(&b[36]) != 0)
+        bad("reserved bytes are not zero");
+    if (get_u32(&b[32]) != crc32c(b.first(32)))
+        bad("checksum mismatch (corrupted in transit?)");
+    const std::uint64_t base = get_u64(&b[8]);
+    const std::uint64_t length = get_u64(&b[16]);
+    if (length == 0)
+        bad("zero length");
+    if (base + length < base)
+        bad("base + length overflows 64 bits");
+    return RemoteRegion(base, length, get_u64(&b[24]), flags);
+}
+
+} // namespace weft

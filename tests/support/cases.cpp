@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#include "cases.hpp"
+
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace weft::test {
+
+std::string Case::label() const { return fmt::format("{}/{}", provider, to_string(kind)); }
+
+std::string test_address()
+{
+    const char* a = std::getenv("WEFT_TEST_ADDR");
+    return a && *a ? a : "127.0.0.1";
+}
+
+std::vector<Case> matrix()
+{
+    std::vector<Case> all = {
+        {"tcp", EndpointKind::msg},       {"tcp;ofi_rxm", EndpointKind::rdm},
+        {"sockets", EndpointKind::msg},   {"sockets", EndpointKind::rdm},
+        {"shm", EndpointKind::rdm},       {"net", EndpointKind::msg},
+        {"net", EndpointKind::rdm},       {"udp;ofi_rxd", EndpointKind::rdm},
+        {"verbs", EndpointKind::msg},     {"verbs;ofi_rxm", EndpointKind::rdm},
+    };
+    const char* only = std::getenv("WEFT_TEST_PROVIDERS");
+    if (!only || !*only)
+        return all;
+    std::vector<Case> out;
+    std::stringstream ss(only);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        for (const auto& c : all)
+            if (c.label() == item)
+                out.push_back(c);
+    return out;
+}
+
+Options options_for(const Case& c, Options base)
+{
+    base.provider = c.provider;
+    base.kind = c.kind;
+    base.allow_shm = true;
+    if (base.node.empty())
+        base.node = test_address();
+    return base;
+}
+
+std::optional<std::string> unavailable(const Case& c, const Options& base)
+{
+    // select() is cheap but not free; remember answers per cell and mr_mode.
+    static std::mutex m;
+    static std::map<std::string, std::optional<std::string>> memo;
+    const auto key = fmt::format("{}|{}", c.label(), base.force_mr_mode);
+    {
+        std::lock_guard lock(m);
+        if (auto it = memo.find(key); it != memo.end())
+            return it->second;
+    }
+    std::optional<std::string> why;
+    try {
+        auto sel = select(options_for(c, base));
+        auto fabric = Fabric::open(sel.info());
+        (void)Domain::open(fabric, sel.info());
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    std::lock_guard lock(m);
+    memo[key] = why;
+    return why;
+}
+
+Pair connect_pair(const Case& c, const Options& base)
+{
+    const Options o = options_for(c, base);
+    Server server(o, test_address(), 0);
+    auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
+    Options client_options = o;
+    client_options.provider.clear(); // the server decides
+    Connection client = Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
+                                            client_options, soon());
+    return Pair{accepted.get(), std::move(client)};
+}
+
+void fill_pattern(std::span<std::byte> out, std::uint64_t seed)
+{
+    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (auto& b : out) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b = static_cast<std::byte>(x >> 24);
+    }
+}
+
+} // namespace weft::test

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+// The provider matrix: which (provider, endpoint kind) cells exist, whether this
+// machine can run them, and a connected pair for a cell.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/weft.hpp"
+
+namespace weft::test {
+
+struct Case {
+    std::string provider; ///< as given to Options::provider
+    EndpointKind kind;
+    std::string label() const;
+};
+
+/// Every cell of the matrix. WEFT_TEST_PROVIDERS (comma list of labels such as
+/// "tcp/MSG,shm/RDM") narrows it.
+std::vector<Case> matrix();
+
+/// Options for a cell: provider, kind, shm allowed, bound to the test address
+/// (WEFT_TEST_ADDR, default 127.0.0.1; the fabric lab sets the device's IP).
+Options options_for(const Case& c, Options base = {});
+
+/// Why this cell cannot run here, or nothing when it can.
+std::optional<std::string> unavailable(const Case& c, const Options& base = {});
+
+/// Two connected ends in this process: `server` accepted, `client` connected.
+struct Pair {
+    Connection server;
+    Connection client;
+};
+Pair connect_pair(const Case& c, const Options& base = {});
+
+/// The address tests bind to.
+std::string test_address();
+
+inline Deadline soon(std::chrono::seconds s = std::chrono::seconds(20))
+{
+    return Deadline::after(s);
+}
+
+/// Deterministic test data.
+void fill_pattern(std::span<std::byte> out, std::uint64_t seed);
+
+} // namespace weft::test
+
+/// Skips the current test (with a visible message) when the cell cannot run.
+#define WEFT_REQUIRE_CELL(c, ...)                                                            \
+    do {                                                                                     \
+        if (auto why_ = ::weft::test::unavailable((c), ##__VA_ARGS__)) {                     \
+            WARN("SKIPPED " << (c).label() << ": " << *why_);                                \
+            return;                                                                          \
+        }                                                                                    \
+    } while (0)
