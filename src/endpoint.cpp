@@ -238,7 +238,10 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
     const bool is_slot = p >= base && p < base + slots_.size() * sizeof(Slot);
     const auto slot = static_cast<std::uint32_t>((p - base) / sizeof(Slot));
 
-    if (e.flags & FI_REMOTE_CQ_DATA) {
+    // A peer's notification carries no context of ours (or a receive slot it
+    // consumed); a local write_notify completion may also carry
+    // FI_REMOTE_CQ_DATA (sockets sets it), but with the poster's context.
+    if ((e.flags & FI_REMOTE_CQ_DATA) && (is_slot || ctx == nullptr)) {
         c = Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data), {}};
         if (is_slot) // FI_RX_CQ_DATA: the notification consumed a receive
             repost(slot);

@@ -51,10 +51,10 @@ void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset, v
 {
     const std::uint64_t addr = dst.write_address(offset, src.len);
     if (src.len <= inject_size_) {
-        iovec iov{src.addr, src.len};
-        fi_rma_iov rma{addr, src.len, dst.key()};
-        fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, 0};
-        post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, FI_INJECT | FI_COMPLETION); });
+        post("fi_inject_write", [&] {
+            return fi_inject_write(ep_, src.addr, src.len, peer.addr, addr, dst.key());
+        });
+        complete_locally(Op::write, context, src.len);
         return;
     }
     post("fi_write", [&] {
@@ -89,12 +89,11 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
     const std::uint64_t addr = dst.write_address(offset, src.len);
     if (!framed_) {
         if (src.len <= inject_size_) {
-            iovec iov{src.addr, src.len};
-            fi_rma_iov rma{addr, src.len, dst.key()};
-            fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, value};
-            post("fi_writemsg", [&] {
-                return fi_writemsg(ep_, &msg, FI_INJECT | FI_REMOTE_CQ_DATA | FI_COMPLETION);
+            post("fi_inject_writedata", [&] {
+                return fi_inject_writedata(ep_, src.addr, src.len, value, peer.addr, addr,
+                                           dst.key());
             });
+            complete_locally(Op::write, context, src.len);
             return;
         }
         post("fi_writedata", [&] {
@@ -191,9 +190,8 @@ void Endpoint::send(Local src, void* context, Peer peer)
         return;
     }
     if (src.len <= inject_size_) {
-        iovec iov{src.addr, src.len};
-        fi_msg msg{&iov, &src.desc, 1, peer.addr, context, 0};
-        post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, FI_INJECT | FI_COMPLETION); });
+        post("fi_inject", [&] { return fi_inject(ep_, src.addr, src.len, peer.addr); });
+        complete_locally(Op::send, context, src.len);
         return;
     }
     post("fi_send", [&] {
@@ -209,10 +207,8 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
     std::array<iovec, 2> iov{iovec{header, frame::header_size}, iovec{payload.addr, payload.len}};
     std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
     const std::size_t count = payload.len ? 2 : 1;
-    const std::size_t total = frame::header_size + payload.len;
     fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
-    const std::uint64_t flags = FI_COMPLETION | (total <= inject_size_ ? FI_INJECT : 0);
-    post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, flags); });
+    post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, FI_COMPLETION); });
 }
 
 void Endpoint::unsupported(const char* what) const
@@ -282,7 +278,13 @@ void Endpoint::stash_some()
 {
     std::array<Completion, 16> got;
     const std::size_t n = drain(got);
-    deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = 0; i < n; ++i)
+        deferred_.push_back(got[i]);
+}
+
+void Endpoint::complete_locally(Op op, void* context, std::size_t len)
+{
+    deferred_.push_back(Completion{context, op, len, 0, {}});
 }
 
 std::size_t Endpoint::poll(std::span<Completion> out)
@@ -290,10 +292,8 @@ std::size_t Endpoint::poll(std::span<Completion> out)
     if (!lent_.empty())
         repost_lent();
     std::size_t n = 0;
-    while (n < out.size() && !deferred_.empty()) {
-        out[n++] = deferred_.front();
-        deferred_.pop_front();
-    }
+    while (n < out.size() && !deferred_.empty())
+        out[n++] = deferred_.pop_front();
     if (n < out.size())
         n += drain(out.subspan(n));
     for (std::size_t i = 0; i < n; ++i)
@@ -320,25 +320,25 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
             lent_.push_back(c.slot);
         return c;
     };
-    for (auto it = deferred_.begin(); it != deferred_.end(); ++it)
-        if (pred(*it)) {
-            Completion c = *it;
-            deferred_.erase(it);
+    for (std::size_t i = 0; i < deferred_.size(); ++i)
+        if (pred(deferred_[i])) {
+            const Completion c = deferred_[i];
+            deferred_.erase(i);
             return take(c);
         }
     std::uint32_t spins = 0;
     for (;;) {
         std::array<Completion, 16> got;
         const std::size_t n = drain(got);
+        std::size_t hit = n;
         for (std::size_t i = 0; i < n; ++i) {
-            if (!pred(got[i]))
-                continue;
-            deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(i));
-            deferred_.insert(deferred_.end(), got.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                             got.begin() + static_cast<std::ptrdiff_t>(n));
-            return take(got[i]);
+            if (hit == n && pred(got[i]))
+                hit = i;
+            else
+                deferred_.push_back(got[i]);
         }
-        deferred_.insert(deferred_.end(), got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
+        if (hit != n)
+            return take(got[hit]);
         if ((++spins & 63u) == 0 && deadline.expired()) {
             std::string hint = fmt::format("no completion for {} before the deadline", what);
             if (quirks_.target_needs_progress)

@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,6 +27,7 @@
 #include "weft/memory_region.hpp"
 #include "weft/progress.hpp"
 #include "weft/remote_region.hpp"
+#include "weft/ring.hpp"
 #include "weft/select.hpp"
 
 namespace weft {
@@ -98,7 +98,8 @@ public:
     // remote range is out of bounds or lacks the access, and retries
     // -FI_EAGAIN (progressing) until the post deadline. ----
 
-    /// RMA write of `src` to `dst` at `offset`. Small writes go inline (FI_INJECT).
+    /// RMA write of `src` to `dst` at `offset`. Writes up to inject_size() go
+    /// inline (fi_inject_write); weft then reports their completion itself.
     void write(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
                Peer peer = {});
     /// Gathers `src` (at most rma_iov_limit entries) into one remote range.
@@ -176,6 +177,7 @@ private:
     template <class Pred>
     Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
     void stash_some();
+    void complete_locally(Op op, void* context, std::size_t len);
     void expect_hello(Deadline deadline);
     void send_hello();
     AtomicScratch* next_scratch() noexcept;
@@ -195,7 +197,7 @@ private:
     std::shared_ptr<MemoryRegion> scratch_mr_; // frame headers and atomic operands
     std::vector<Slot> slots_;
     std::vector<std::uint32_t> lent_;  // slots handed to the caller, reposted on the next poll
-    std::deque<Completion> deferred_;  // read while waiting for something else
+    detail::Ring<Completion> deferred_; // read while waiting for something else, or synthesized
     std::size_t slot_size_ = 0;
     std::size_t max_message_ = 0;
     std::size_t inject_size_ = 0;
