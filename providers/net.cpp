@@ -5,14 +5,17 @@
 
 namespace weft::providers {
 
+std::string tcp_family_hint(int code); // tcp.cpp
+
 const Traits net = {
     .name = "net",
     .summary = "TCP sockets with native RDM (libfabric's newer TCP provider)",
     .rank = 0,
-    .auto_progress_needs_reads = true,
     .msg_path = "net",
     .rdm_path = "net",
     .preferred = EndpointKind::msg,
+    .auto_progress_needs_reads = true,
+    .error_hint = tcp_family_hint,
 };
 
 } // namespace weft::providers

@@ -40,6 +40,11 @@ const Traits& traits_for(std::string_view fi_prov_name)
     return generic;
 }
 
+bool is_layered(std::string_view fi_prov_name) noexcept
+{
+    return fi_prov_name.find(';') != std::string_view::npos;
+}
+
 std::string_view path_for(const Traits& t, EndpointKind kind)
 {
     return kind == EndpointKind::msg ? t.msg_path : t.rdm_path;
@@ -49,7 +54,7 @@ Request parse_request(std::string_view name, const EndpointKind* kind)
 {
     const Traits& t = traits_for(name);
     Request r{&t, std::string(name), false, t.preferred};
-    if (name.find(';') != std::string_view::npos) {
+    if (is_layered(name)) {
         // A layered name ("tcp;ofi_rxm") is the RDM path of its core provider.
         r.kind_implied = true;
         r.kind = EndpointKind::rdm;
@@ -70,6 +75,9 @@ Quirks quirks_for(const fi_info* info)
     const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");
     q.target_needs_progress =
         info->domain_attr->data_progress == FI_PROGRESS_MANUAL || t.auto_progress_needs_reads;
+    q.keys_unchecked = t.keys_unchecked;
+    q.remote_errors_silent = t.remote_errors_silent;
+    q.atomics_unreliable = t.atomics_unreliable;
     if (&t == &verbs)
         apply_verbs_quirks(info, q);
     return q;

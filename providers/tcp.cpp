@@ -1,18 +1,30 @@
 // SPDX-License-Identifier: MIT
 // tcp: libfabric's TCP provider. MSG endpoints natively (AUTO progress); RDM
 // through the ofi_rxm utility layer, whose data progress is MANUAL.
+#include <rdma/fi_errno.h>
+
 #include "traits.hpp"
 
 namespace weft::providers {
+
+std::string tcp_family_hint(int code)
+{
+    if (code == -FI_ECANCELED)
+        return "the connection is gone: tcp cancels every pending operation when the peer drops "
+               "the connection, and a target drops it when it refuses an RMA (wrong key, out of "
+               "bounds, or no remote access), so check the operation posted before this one";
+    return {};
+}
 
 const Traits tcp = {
     .name = "tcp",
     .summary = "TCP sockets; runs anywhere with IP (no RDMA)",
     .rank = 20,
-    .auto_progress_needs_reads = true,
     .msg_path = "tcp",
     .rdm_path = "tcp;ofi_rxm",
     .preferred = EndpointKind::msg,
+    .auto_progress_needs_reads = true,
+    .error_hint = tcp_family_hint,
 };
 
 } // namespace weft::providers

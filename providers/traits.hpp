@@ -34,13 +34,17 @@ struct Traits {
     bool same_host_only = false; ///< peers must share a host (shared memory)
     bool ip_addressing = true;   ///< binds to IP addresses: node/service hints apply
     bool pins_memory = false;    ///< registration pins pages: RLIMIT_MEMLOCK applies
-    /// data_progress says AUTO, but data moves only while someone reads the CQ
-    /// (measured: tcp and net in libfabric 1.17 leave a passive target silent).
-    bool auto_progress_needs_reads = false;
     /// fi_getinfo provider names for each endpoint kind ("" = kind unavailable).
     std::string_view msg_path;
     std::string_view rdm_path;
     EndpointKind preferred = EndpointKind::msg; ///< the fast path when the caller has no preference
+    /// data_progress says AUTO, but data moves only while someone reads the CQ
+    /// (measured: tcp and net in libfabric 1.17 leave a passive target silent).
+    bool auto_progress_needs_reads = false;
+    /// See weft::Quirks for these three (measured with libfabric 1.17).
+    bool keys_unchecked = false;
+    bool remote_errors_silent = false;
+    bool atomics_unreliable = false;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
     /// Extra fix text for an error code seen on this provider ("" when none).
@@ -65,6 +69,10 @@ struct Request {
 /// Parses a request; the kind comes from the name when layered, else from `kind`
 /// or the provider's fast path.
 Request parse_request(std::string_view name, const EndpointKind* kind);
+
+/// True for a utility layer over a core provider ("tcp;ofi_rxm"): RMA is
+/// checked by the core, which keeps its own mr_mode.
+bool is_layered(std::string_view fi_prov_name) noexcept;
 
 /// The fi_getinfo provider name for a kind ("" if the provider has no such endpoint).
 std::string_view path_for(const Traits& t, EndpointKind kind);

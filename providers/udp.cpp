@@ -12,6 +12,10 @@ const Traits udp = {
     .msg_path = "",
     .rdm_path = "udp;ofi_rxd",
     .preferred = EndpointKind::rdm,
+    // ofi_rxd drops a refused RMA without an error completion, and its fetch
+    // atomics return wrong data and then crash (libfabric 1.17, measured).
+    .remote_errors_silent = true,
+    .atomics_unreliable = true,
 };
 
 } // namespace weft::providers

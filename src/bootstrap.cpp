@@ -260,8 +260,9 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std
                                                 what, peer_));
             continue;
         }
-        fail(-FI_ECONNRESET, fmt::format("the peer {} went away while weft sent {} ({})", peer_,
-                                         what, std::strerror(errno)));
+        fail(-FI_ECONNRESET, fmt::format("the peer {} closed the side channel while weft sent "
+                                         "{} ({}): it exited or failed (its own output says why)",
+                                         peer_, what, std::strerror(errno)));
     }
 }
 
@@ -275,7 +276,7 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
             n -= static_cast<std::size_t>(r);
             continue;
         }
-        if (r == 0)
+        if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
             fail(-FI_ECONNRESET,
                  fmt::format("the peer {} closed the side channel while weft waited for {}: it "
                              "exited or failed (its own output says why)",
@@ -360,7 +361,14 @@ void SideChannel::send_error(std::string_view what) noexcept
 void SideChannel::hello(Deadline deadline)
 {
     const std::string_view v = weft::version;
-    send(Frame::hello, std::as_bytes(std::span(v.data(), v.size())), deadline);
+    try {
+        send(Frame::hello, std::as_bytes(std::span(v.data(), v.size())), deadline);
+    } catch (const Error&) {
+        // The peer may have said why before closing (not weft, wrong version):
+        // that explanation beats "broken pipe".
+        (void)receive(Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
+        throw;
+    }
     (void)receive(Frame::hello, deadline);
 }
 

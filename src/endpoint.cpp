@@ -78,7 +78,7 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     }
     detail::check(fi_enable(ep_), "fi_enable", provider());
 
-    if (info->caps & FI_ATOMIC) {
+    if ((info->caps & FI_ATOMIC) && !quirks_.atomics_unreliable) {
         fi_atomic_attr attr{};
         atomics_ = fi_query_atomic(domain_->get(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC) == 0 &&
                    fi_query_atomic(domain_->get(), FI_UINT64, FI_CSWAP, &attr,

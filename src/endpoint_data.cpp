@@ -344,6 +344,9 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
             if (quirks_.target_needs_progress)
                 hint += "; this provider's data progress is MANUAL, so the peer must poll its "
                         "endpoint or run a progress thread (Progress::automatic)";
+            if (quirks_.remote_errors_silent)
+                hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
+                        "without an error, so check the RemoteRegion too";
             hint += "; is the peer alive?";
             detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
         }

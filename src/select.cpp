@@ -3,6 +3,11 @@
 // every rejection. Provider knowledge comes from providers/ only.
 #include "weft/select.hpp"
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -47,6 +52,58 @@ struct Attempt {
     std::size_t dest_len = 0;
 };
 
+/// Keeps only entries of the requested domain: some providers (tcp) ignore a
+/// domain name they do not know and return another one instead.
+int keep_domain(InfoPtr& list, const std::string& domain)
+{
+    fi_info* keep = nullptr;
+    fi_info** tail = &keep;
+    fi_info* next = nullptr;
+    for (fi_info* i = list.release(); i; i = next) {
+        next = i->next;
+        i->next = nullptr;
+        if (i->domain_attr->name && domain == i->domain_attr->name) {
+            *tail = i;
+            tail = &i->next;
+        } else {
+            fi_freeinfo(i);
+        }
+    }
+    list.reset(keep);
+    return keep ? 0 : -FI_ENODATA;
+}
+
+/// True when `node` names an address of a local interface (what FI_SOURCE needs).
+bool is_local_address(const std::string& node)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(node.c_str(), nullptr, &hints, &res) != 0)
+        return false;
+    ifaddrs* ifs = nullptr;
+    if (getifaddrs(&ifs) != 0) {
+        freeaddrinfo(res);
+        return true; // cannot tell: let the provider decide
+    }
+    bool found = false;
+    for (const addrinfo* a = res; a && !found; a = a->ai_next)
+        for (const ifaddrs* i = ifs; i && !found; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != a->ai_family)
+                continue;
+            if (a->ai_family == AF_INET)
+                found = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr ==
+                        reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+            else if (a->ai_family == AF_INET6)
+                found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                                    &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                                    sizeof(in6_addr)) == 0;
+        }
+    freeifaddrs(ifs);
+    freeaddrinfo(res);
+    return found;
+}
+
 int getinfo(const Options& o, const Attempt& a, InfoPtr& out)
 {
     InfoPtr hints(fi_allocinfo());
@@ -76,9 +133,13 @@ int getinfo(const Options& o, const Attempt& a, InfoPtr& out)
     }
     const bool ip = providers::traits_for(a.path).ip_addressing;
     const char* node = a.with_node && ip && !o.node.empty() && !a.dest ? o.node.c_str() : nullptr;
+    if (node && !is_local_address(node))
+        return -FI_ENODATA;
     fi_info* raw = nullptr;
     const int ret = fi_getinfo(fi_api_version, node, nullptr, node ? FI_SOURCE : 0, hints.get(), &raw);
     out.reset(ret == 0 ? raw : nullptr);
+    if (ret == 0 && a.with_domain && !o.domain.empty())
+        return keep_domain(out, o.domain);
     return ret;
 }
 
@@ -157,8 +218,8 @@ std::string explain(const Options& o, const Attempt& target)
                            list_domains(o, a.path));
     a.with_node = true;
     if (getinfo(o, a, probe) != 0)
-        return fmt::format("{} cannot bind to address '{}' (no interface of its domains has it)",
-                           a.path, o.node);
+        return fmt::format("{} cannot bind to address '{}': no local interface has it", a.path,
+                           o.node);
     a.with_depth = true;
     if (getinfo(o, a, probe) != 0)
         return fmt::format("{} cannot give queue depths tx={} rx={}", a.path, o.tx_depth,
@@ -176,6 +237,13 @@ std::string explain(const Options& o, const Attempt& target)
 Selection finish(const Options& o, InfoPtr list, std::string reason, std::vector<Rejection> rejected,
                  bool fell_back)
 {
+    const std::string_view prov = list->fabric_attr->prov_name;
+    if (o.force_mr_mode && providers::is_layered(prov))
+        throw UsageError("select", -FI_EINVAL, std::string(prov),
+                         fmt::format("forced mr_mode bits ({}) would stop at the {} utility layer: "
+                                     "its core provider keeps its own addressing and keys, so RMA "
+                                     "would fail. Force them on a core provider instead",
+                                     mr_mode_string(o.force_mr_mode), prov));
     // Take the first entry; the list order is libfabric's preference.
     Info info = Info::dup(list.get());
     info->domain_attr->mr_mode |= static_cast<int>(o.force_mr_mode);
@@ -280,6 +348,13 @@ Selection select(const Options& o)
                              fmt::format("{} asks for {}, which is not RDMA, but require_rdma is "
                                          "set: drop one of the two",
                                          source, requested));
+        if (req.traits->probe) {
+            auto avail = req.traits->probe();
+            if (!avail.usable)
+                throw Error("fi_getinfo", -FI_ENODATA, req.path,
+                            fmt::format("provider {} ({}) is not usable: {}", req.path, source,
+                                        avail.detail));
+        }
         Attempt a{.path = req.path, .kind = req.kind};
         InfoPtr list;
         if (getinfo_best(o, a, list) != 0)

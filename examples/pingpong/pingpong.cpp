@@ -333,7 +333,7 @@ int run_both(const Config& cfg)
             Connection c = server.accept(Deadline::after(cfg.timeout));
             serve(c, cfg);
         } catch (const std::exception& e) {
-            const auto msg = fmt::format("E{}\n", e.what());
+            const auto msg = fmt::format("E{}", e.what()); // the rest of the pipe, until EOF
             (void)!write(fds[1], msg.data(), msg.size());
             status = 1;
         }
@@ -346,7 +346,7 @@ int run_both(const Config& cfg)
     std::string line;
     const auto deadline = Deadline::after(cfg.timeout);
     char ch = 0;
-    while (line.empty() || line.back() != '\n') {
+    while ((line.empty() || line[0] == 'E' || line.back() != '\n')) {
         pollfd p{fds[0], POLLIN, 0};
         if (::poll(&p, 1, deadline.remaining_ms()) <= 0 || read(fds[0], &ch, 1) != 1)
             break;
@@ -371,7 +371,7 @@ int run_both(const Config& cfg)
         close(fds[0]);
         reap(line.empty());
         throw std::runtime_error(line.empty() ? "the server process did not start in time"
-                                              : "server: " + line.substr(1, line.size() - 2));
+                                              : "server: " + line.substr(1));
     }
     const std::string port = line.substr(1, line.size() - 2);
     int status = 0;
@@ -386,8 +386,8 @@ int run_both(const Config& cfg)
             line += ch;
         close(fds[0]);
         reap(false);
-        if (line.size() > 2 && line[0] == 'E')
-            throw std::runtime_error("server: " + line.substr(1, line.size() - 2));
+        if (line.size() > 1 && line[0] == 'E')
+            throw std::runtime_error("server: " + line.substr(1));
         throw;
     }
     close(fds[0]);

@@ -31,6 +31,15 @@ struct Quirks {
     /// A passive RMA target needs someone to drive progress: data progress is
     /// MANUAL, or AUTO in name only (the provider moves data only when its CQ is read).
     bool target_needs_progress = false;
+    /// The target's provider does not check keys on its fast RMA path (shm
+    /// reads and writes peer memory directly): a wrong key is not detected.
+    bool keys_unchecked = false;
+    /// A refused RMA (wrong key, bounds, access) is dropped without an error
+    /// completion: the initiator learns of it only from its deadline.
+    bool remote_errors_silent = false;
+    /// The provider advertises FI_ATOMIC but its fetch atomics are unusable;
+    /// weft refuses them as unsupported.
+    bool atomics_unreliable = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).

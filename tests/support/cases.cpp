@@ -65,8 +65,12 @@ std::optional<std::string> unavailable(const Case& c, const Options& base)
     std::optional<std::string> why;
     try {
         auto sel = select(options_for(c, base));
-        auto fabric = Fabric::open(sel.info());
-        (void)Domain::open(fabric, sel.info());
+        auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+        // Forced mr_mode bits count as accepted only if registrations work too
+        // (ofi_rxm keeps its core domain's own mode, so a forced PROV_KEY
+        // makes every core registration ask for key 0).
+        auto a = MemoryRegion::allocate(domain, 4096, Access::remote_read_write);
+        auto b = MemoryRegion::allocate(domain, 4096, Access::remote_read_write);
     } catch (const std::exception& e) {
         why = e.what();
     }

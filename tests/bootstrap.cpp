@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// The side channel: handshake, and each way it can go wrong.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include "weft/bootstrap.hpp"
+#include "weft/error.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A raw TCP server on 127.0.0.1 that runs `script` on the first connection.
+class RawServer {
+public:
+    template <class F>
+    explicit RawServer(F script)
+    {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(::listen(fd_, 1) == 0);
+        socklen_t len = sizeof a;
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+        port_ = ntohs(a.sin_port);
+        thread_ = std::thread([this, script] {
+            const int c = ::accept(fd_, nullptr, nullptr);
+            if (c >= 0) {
+                script(c);
+                ::close(c);
+            }
+        });
+    }
+    ~RawServer()
+    {
+        thread_.join();
+        ::close(fd_);
+    }
+    std::uint16_t port() const { return port_; }
+
+private:
+    int fd_ = -1;
+    std::uint16_t port_ = 0;
+    std::thread thread_;
+};
+
+void send_all(int fd, const void* p, std::size_t n) { (void)!::send(fd, p, n, MSG_NOSIGNAL); }
+
+std::string connect_error(std::uint16_t port, std::chrono::seconds d = 5s)
+{
+    try {
+        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(d));
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(connected)";
+}
+
+} // namespace
+
+TEST_CASE("side channel: hello, frames and regions both ways", "[bootstrap]")
+{
+    SideListener listener("127.0.0.1", 0);
+    auto server = std::async(std::launch::async, [&] {
+        SideChannel s = listener.accept(Deadline::after(10s));
+        auto got = s.receive(Frame::data, Deadline::after(10s));
+        s.send(Frame::data, got, Deadline::after(10s)); // echo
+        return s.peer();
+    });
+    SideChannel c = SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s));
+    const std::string msg = "weft side channel";
+    c.send(Frame::data, std::as_bytes(std::span(msg.data(), msg.size())), Deadline::after(10s));
+    const auto echo = c.receive(Frame::data, Deadline::after(10s));
+    CHECK(std::string(reinterpret_cast<const char*>(echo.data()), echo.size()) == msg);
+    CHECK_THAT(server.get(), Catch::StartsWith("127.0.0.1:"));
+    CHECK(c.local_address() == "127.0.0.1");
+}
+
+TEST_CASE("side channel: a client started first waits for a late server", "[bootstrap]")
+{
+    // Find a free port, then start listening on it only after the client tries.
+    std::uint16_t port = 0;
+    {
+        SideListener probe("127.0.0.1", 0);
+        port = probe.port();
+    }
+    auto late = std::async(std::launch::async, [port] {
+        std::this_thread::sleep_for(300ms);
+        SideListener l("127.0.0.1", port);
+        SideChannel s = l.accept(Deadline::after(10s));
+        return s.peer();
+    });
+    SideChannel c = SideChannel::connect("127.0.0.1", port, Deadline::after(10s));
+    CHECK_FALSE(late.get().empty());
+}
+
+TEST_CASE("side channel: an unreachable peer times out with the reason", "[bootstrap][bad-input]")
+{
+    std::uint16_t port = 0;
+    {
+        SideListener probe("127.0.0.1", 0);
+        port = probe.port();
+    } // nothing listens there now
+    const auto start = Clock::now();
+    try {
+        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(1s));
+        FAIL("connected to nothing");
+    } catch (const TimeoutError& e) {
+        CHECK(e.code() == -FI_ETIMEDOUT);
+        CHECK_THAT(e.what(), Catch::Contains("could not reach") && Catch::Contains("Connection refused"));
+    }
+    CHECK(Clock::now() - start < 5s);
+}
+
+TEST_CASE("side channel: a peer that is not weft is named as such", "[bootstrap][bad-input]")
+{
+    RawServer http([](int fd) {
+        const char* reply = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        send_all(fd, reply, std::strlen(reply));
+    });
+    const auto text = connect_error(http.port());
+    CHECK_THAT(text, Catch::Contains("is not a weft peer") && Catch::Contains("'HTTP'"));
+}
+
+TEST_CASE("side channel: a version mismatch says which versions", "[bootstrap][bad-input]")
+{
+    RawServer future([](int fd) {
+        unsigned char h[12] = {'W', 'E', 'F', 'T', 9, 0, 1, 0, 0, 0, 0, 0};
+        send_all(fd, h, sizeof h);
+    });
+    const auto text = connect_error(future.port());
+    CHECK_THAT(text, Catch::Contains("version mismatch") && Catch::Contains("v9") &&
+                         Catch::Contains("v1"));
+}
+
+TEST_CASE("side channel: a vanished peer is reported, not waited on", "[bootstrap][bad-input]")
+{
+    RawServer gone([](int) {}); // accepts and closes at once
+    const auto start = Clock::now();
+    const auto text = connect_error(gone.port(), 30s);
+    CHECK_THAT(text, Catch::Contains("closed the side channel"));
+    CHECK(Clock::now() - start < 5s);
+}
+
+TEST_CASE("side channel: an oversized frame is garbage", "[bootstrap][bad-input]")
+{
+    RawServer huge([](int fd) {
+        unsigned char h[12] = {'W', 'E', 'F', 'T', 1, 0, 1, 0, 0, 0, 0, 0x40};
+        send_all(fd, h, sizeof h);
+    });
+    CHECK_THAT(connect_error(huge.port()), Catch::Contains("garbage"));
+}
+
+TEST_CASE("host:port parsing rejects what it cannot use", "[bootstrap][bad-input]")
+{
+    CHECK(split_host_port("10.0.0.1:7471") == std::pair<std::string, std::uint16_t>{"10.0.0.1", 7471});
+    CHECK(split_host_port("[::1]:80") == std::pair<std::string, std::uint16_t>{"::1", 80});
+    CHECK(split_host_port(":0").first.empty());
+    CHECK_THROWS_WITH(split_host_port("10.0.0.1"), Catch::Contains("has no port"));
+    CHECK_THROWS_WITH(split_host_port("host:99999"), Catch::Contains("not a port number"));
+    CHECK_THROWS_WITH(split_host_port("host:abc"), Catch::Contains("not a port number"));
+}

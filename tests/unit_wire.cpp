@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+// RemoteRegion's wire format and bounds checks, without any fabric.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "weft/error.hpp"
+#include "weft/remote_region.hpp"
+
+using namespace weft;
+
+namespace {
+
+const RemoteRegion sample(0x1122334455667788ull, 4096, 0xa1b2c3d4e5f60718ull,
+                          RemoteRegion::readable | RemoteRegion::writable | RemoteRegion::virt_addr);
+
+std::string decode_error(RemoteRegion::Wire w)
+{
+    try {
+        (void)RemoteRegion::decode(w);
+    } catch (const UsageError& e) {
+        CHECK(e.code() == -FI_EINVAL);
+        return e.what();
+    }
+    return "(no error)";
+}
+
+void reseal(RemoteRegion::Wire& w)
+{
+    const std::uint32_t crc = crc32c(std::span(w).first(32));
+    for (int i = 0; i < 4; ++i)
+        w[32 + static_cast<std::size_t>(i)] = static_cast<std::byte>(crc >> (8 * i));
+}
+
+} // namespace
+
+TEST_CASE("RemoteRegion round-trips through its wire format", "[unit][wire]")
+{
+    const auto w = sample.encode();
+    CHECK(RemoteRegion::decode(w) == sample);
+}
+
+TEST_CASE("RemoteRegion wire layout is fixed and little-endian", "[unit][wire]")
+{
+    const auto w = sample.encode();
+    REQUIRE(w.size() == 40);
+    CHECK(std::memcmp(w.data(), "WFRR", 4) == 0);
+    CHECK(w[4] == std::byte{1});
+    CHECK(w[5] == std::byte{0x07});
+    CHECK(w[8] == std::byte{0x88}); // base, least significant byte first
+    CHECK(w[15] == std::byte{0x11});
+    CHECK(w[16] == std::byte{0x00}); // length 4096 = 0x1000
+    CHECK(w[17] == std::byte{0x10});
+    CHECK(w[24] == std::byte{0x18}); // key
+    CHECK(w[31] == std::byte{0xa1});
+    // The CRC-32C check value of "123456789" is 0xE3069283.
+    const char* check = "123456789";
+    CHECK(crc32c(std::as_bytes(std::span(check, 9))) == 0xE3069283u);
+}
+
+TEST_CASE("RemoteRegion::decode names each defect", "[unit][wire][bad-input]")
+{
+    SECTION("wrong size")
+    {
+        std::array<std::byte, 12> short_buf{};
+        try {
+            (void)RemoteRegion::decode(short_buf);
+            FAIL("decoded 12 bytes");
+        } catch (const UsageError& e) {
+            CHECK_THAT(e.what(), Catch::Contains("12 bytes, expected 40"));
+        }
+    }
+    SECTION("bad magic")
+    {
+        auto w = sample.encode();
+        w[0] = std::byte{'X'};
+        CHECK_THAT(decode_error(w), Catch::Contains("bad magic"));
+    }
+    SECTION("newer version")
+    {
+        auto w = sample.encode();
+        w[4] = std::byte{2};
+        reseal(w);
+        CHECK_THAT(decode_error(w), Catch::Contains("wire version 2"));
+    }
+    SECTION("unknown flags")
+    {
+        auto w = sample.encode();
+        w[5] = std::byte{0x80};
+        reseal(w);
+        CHECK_THAT(decode_error(w), Catch::Contains("unknown flag bits"));
+    }
+    SECTION("reserved bytes")
+    {
+        auto w = sample.encode();
+        w[6] = std::byte{1};
+        reseal(w);
+        CHECK_THAT(decode_error(w), Catch::Contains("reserved"));
+    }
+    SECTION("corruption")
+    {
+        auto w = sample.encode();
+        w[20] ^= std::byte{0x40};
+        CHECK_THAT(decode_error(w), Catch::Contains("checksum mismatch"));
+    }
+    SECTION("zero length")
+    {
+        auto w = RemoteRegion(0, 1, 5, RemoteRegion::readable).encode();
+        std::memset(&w[16], 0, 8);
+        reseal(w);
+        CHECK_THAT(decode_error(w), Catch::Contains("zero length"));
+    }
+    SECTION("overflowing range")
+    {
+        auto w = RemoteRegion(~0ull - 10, 100, 5, RemoteRegion::readable).encode();
+        CHECK_THAT(decode_error(w), Catch::Contains("overflows"));
+    }
+    SECTION("garbage")
+    {
+        RemoteRegion::Wire w;
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = static_cast<std::byte>(i * 37 + 11);
+        CHECK_THAT(decode_error(w), Catch::Contains("bad magic"));
+    }
+}
+
+TEST_CASE("RemoteRegion checks bounds and access before any traffic", "[unit][bounds][bad-input]")
+{
+    const RemoteRegion rw(1000, 64, 9, RemoteRegion::readable | RemoteRegion::writable);
+    CHECK(rw.write_address(0, 64) == 1000);
+    CHECK(rw.read_address(63, 1) == 1063);
+    CHECK(rw.write_address(64, 0) == 1064);
+    CHECK_THROWS_AS(rw.write_address(1, 64), UsageError);
+    CHECK_THROWS_AS(rw.read_address(65, 0), UsageError);
+    CHECK_THROWS_AS(rw.write_address(~0ull, 2), UsageError); // offset + len wraps
+    try {
+        (void)rw.write_address(60, 8);
+        FAIL("out-of-bounds write accepted");
+    } catch (const UsageError& e) {
+        CHECK(e.code() == -FI_EINVAL);
+        CHECK_THAT(e.what(), Catch::Contains("out of bounds") && Catch::Contains("64 B region"));
+    }
+
+    const RemoteRegion ro(0, 64, 9, RemoteRegion::readable);
+    CHECK(ro.read_address(0, 64) == 0);
+    try {
+        (void)ro.write_address(0, 1);
+        FAIL("write to a read-only region accepted");
+    } catch (const UsageError& e) {
+        CHECK(e.code() == -FI_EACCES);
+        CHECK_THAT(e.what(), Catch::Contains("remote-write access"));
+    }
+
+    CHECK_THROWS_AS(RemoteRegion(0, 64, 9, RemoteRegion::writable).read_address(0, 1), UsageError);
+    CHECK_THROWS_AS(rw.atomic_address(4), UsageError); // unaligned
+    CHECK(RemoteRegion(8, 64, 1, RemoteRegion::readable | RemoteRegion::writable).atomic_address(8) == 16);
+}
