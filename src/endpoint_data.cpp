@@ -27,10 +27,16 @@ void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), v
                 call, -FI_ETIMEDOUT, provider(),
                 fmt::format("the provider kept answering -FI_EAGAIN for {} ms: the transmit "
                             "queue (depth {}) stays full. Poll completions more often, keep fewer "
-                            "operations in flight, or raise Options::tx_depth",
+                            "operations in flight, or raise Options::tx_depth{}",
                             std::chrono::duration_cast<std::chrono::milliseconds>(post_timeout_)
                                 .count(),
-                            info()->tx_attr->size));
+                            info()->tx_attr->size,
+                            quirks_.target_needs_progress && kind_ == EndpointKind::rdm
+                                ? ". Or the connection to the peer is still being set up: this "
+                                  "provider moves data only while the peer reads its completion "
+                                  "queue, so the peer must poll its endpoint or run a progress "
+                                  "thread (Progress::automatic)"
+                                : ""));
         stash_some(); // progress, keeping what completes for later polls
         r = retry(arg);
     }
@@ -342,8 +348,9 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
         if ((++spins & 63u) == 0 && deadline.expired()) {
             std::string hint = fmt::format("no completion for {} before the deadline", what);
             if (quirks_.target_needs_progress)
-                hint += "; this provider's data progress is MANUAL, so the peer must poll its "
-                        "endpoint or run a progress thread (Progress::automatic)";
+                hint += "; this provider moves data only while the peer reads its completion "
+                        "queue, so the peer must poll its endpoint or run a progress thread "
+                        "(Progress::automatic)";
             if (quirks_.remote_errors_silent)
                 hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
                         "without an error, so check the RemoteRegion too";

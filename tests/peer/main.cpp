@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// weft-test-peer: the far end of the two-process tests. It accepts one client,
+// exposes an 8 MiB region, and answers commands sent over the side channel.
+//   usage: weft-test-peer PROVIDER msg|rdm ADDRESS
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "weft/weft.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+
+namespace {
+
+void fill(std::span<std::byte> out, std::uint64_t seed)
+{
+    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (auto& b : out) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b = static_cast<std::byte>(x >> 24);
+    }
+}
+
+std::uint64_t u64(const std::vector<std::byte>& b, std::size_t at)
+{
+    std::uint64_t v = 0;
+    std::memcpy(&v, b.data() + at, 8);
+    return v;
+}
+
+void reply(Connection& c, std::uint64_t value)
+{
+    std::array<std::byte, 8> b{};
+    std::memcpy(b.data(), &value, 8);
+    c.side().send(Frame::data, b, Deadline::after(30s));
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: weft-test-peer PROVIDER msg|rdm ADDRESS\n");
+        return 2;
+    }
+    try {
+        Options o;
+        o.provider = argv[1];
+        o.kind = std::strcmp(argv[2], "rdm") == 0 ? EndpointKind::rdm : EndpointKind::msg;
+        o.allow_shm = true;
+        o.node = argv[3];
+        o.slot_size = (4u << 20) + 64;
+        o.rx_slots = 4;
+        Server server(o, argv[3], 0);
+        std::printf("PORT %u\n", server.port());
+        std::fflush(stdout);
+        Connection c = server.accept(Deadline::after(60s));
+        constexpr std::size_t size = 8u << 20;
+        auto region = c.allocate(size, Access::remote_read_write);
+        (void)c.exchange(region->remote(), Deadline::after(30s));
+        auto echo = c.allocate(4u << 20, Access::local);
+        int ctx = 0;
+        for (;;) {
+            const auto cmd = c.side().receive(Frame::data, Deadline::after(120s));
+            switch (static_cast<char>(cmd.at(0))) {
+            case 'N': // wait for a notification, reply its value
+                reply(c, c.endpoint().wait_for(Op::notify, Deadline::after(30s)).data);
+                break;
+            case 'E': { // echo one message
+                const auto m = c.endpoint().wait_for(Op::recv, Deadline::after(30s));
+                std::memcpy(echo->data(), m.message.data(), m.message.size());
+                c.send(echo->slice(0, m.message.size()), &ctx);
+                (void)c.endpoint().wait(&ctx, Deadline::after(30s));
+                reply(c, m.message.size());
+                break;
+            }
+            case 'C': // checksum of [off, off+len)
+                reply(c, crc32c(region->bytes().subspan(u64(cmd, 1), u64(cmd, 9))));
+                break;
+            case 'F': // fill [off, off+len) from seed
+                fill(region->bytes().subspan(u64(cmd, 1), u64(cmd, 9)), u64(cmd, 17));
+                reply(c, 0);
+                break;
+            case 'Q':
+                return 0;
+            default:
+                std::fprintf(stderr, "weft-test-peer: unknown command\n");
+                return 2;
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "weft-test-peer: %s\n", e.what());
+        return 1;
+    }
+}

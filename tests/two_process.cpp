@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// The matrix across a process boundary: the target is weft-test-peer.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "support/cases.hpp"
+
+extern char** environ;
+
+using namespace weft;
+using weft::test::soon;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// The peer process; killed and reaped on scope exit.
+class PeerProcess {
+public:
+    explicit PeerProcess(const test::Case& c)
+    {
+        int out[2];
+        REQUIRE(pipe(out) == 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_addclose(&fa, out[0]);
+        const std::string kind = c.kind == EndpointKind::msg ? "msg" : "rdm";
+        const std::string addr = test::test_address();
+        char* argv[] = {const_cast<char*>(WEFT_TEST_PEER_PATH), const_cast<char*>(c.provider.c_str()),
+                        const_cast<char*>(kind.c_str()), const_cast<char*>(addr.c_str()), nullptr};
+        REQUIRE(posix_spawn(&pid_, WEFT_TEST_PEER_PATH, &fa, nullptr, argv, environ) == 0);
+        posix_spawn_file_actions_destroy(&fa);
+        close(out[1]);
+        FILE* f = fdopen(out[0], "r");
+        unsigned port = 0;
+        REQUIRE(std::fscanf(f, "PORT %u", &port) == 1);
+        std::fclose(f);
+        port_ = static_cast<std::uint16_t>(port);
+    }
+    ~PeerProcess()
+    {
+        int st = 0;
+        const auto until = Deadline::after(10s);
+        while (waitpid(pid_, &st, WNOHANG) == 0) {
+            if (until.expired()) {
+                kill(pid_, SIGKILL);
+                waitpid(pid_, &st, 0);
+                return;
+            }
+            std::this_thread::sleep_for(5ms);
+        }
+    }
+    std::uint16_t port() const { return port_; }
+
+private:
+    pid_t pid_ = -1;
+    std::uint16_t port_ = 0;
+};
+
+std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b = 0,
+                  std::uint64_t d = 0)
+{
+    std::array<std::byte, 25> m{};
+    m[0] = static_cast<std::byte>(cmd);
+    std::memcpy(&m[1], &a, 8);
+    std::memcpy(&m[9], &b, 8);
+    std::memcpy(&m[17], &d, 8);
+    c.side().send(Frame::data, m, soon());
+    if (cmd == 'Q')
+        return 0;
+    const auto r = c.side().receive(Frame::data, soon(60s));
+    std::uint64_t v = 0;
+    std::memcpy(&v, r.data(), 8);
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("two processes: write, read, notify and messages across the boundary",
+          "[matrix][process]")
+{
+    static const auto cells = test::matrix();
+    const auto c = cells[GENERATE_COPY(range(std::size_t{0}, cells.size()))];
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    PeerProcess peer(c);
+    Options o;
+    o.slot_size = (4u << 20) + 64;
+    o.rx_slots = 4;
+    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), peer.port()),
+                                          o, soon());
+    CHECK(conn.selection().provider() == c.provider);
+    CHECK_THAT(conn.peer_report(), Catch::Contains("weft: provider " + c.provider));
+    auto mine = conn.allocate(8u << 20, Access::remote_read_write);
+    const RemoteRegion remote = conn.exchange(mine->remote(), soon());
+    Endpoint& ep = conn.endpoint();
+    int ctx = 0;
+    for (std::size_t size : {std::size_t{1}, std::size_t{4097}, std::size_t{(1u << 20) + 3},
+                             std::size_t{4u << 20}}) {
+        INFO("size " << size);
+        test::fill_pattern(mine->bytes(), size);
+        conn.write(mine->slice(5, size), remote, 3, &ctx);
+        (void)ep.wait(&ctx, soon());
+        conn.write_notify(mine->slice(0, 1), remote, 0, static_cast<std::uint32_t>(size), &ctx);
+        (void)ep.wait(&ctx, soon());
+        REQUIRE(ask(conn, 'N') == size); // the data is in place once notified
+        CHECK(ask(conn, 'C', 3, size) == crc32c(mine->bytes().subspan(5, size)));
+
+        CHECK(ask(conn, 'F', 11, size, size + 1) == 0);
+        std::vector<std::byte> want(size);
+        test::fill_pattern(want, size + 1);
+        std::memset(mine->data(), 0, size + 7);
+        conn.read(mine->slice(7, size), remote, 11, &ctx);
+        (void)ep.wait(&ctx, soon());
+        REQUIRE(std::memcmp(mine->data() + 7, want.data(), size) == 0);
+
+        test::fill_pattern(mine->bytes().first(size), size + 2);
+        conn.send(mine->slice(0, size), &ctx);
+        CHECK(ask(conn, 'E') == size);
+        const auto back = ep.wait_for(Op::recv, soon());
+        REQUIRE(back.message.size() == size);
+        REQUIRE(std::memcmp(back.message.data(), mine->data(), size) == 0);
+        (void)ep.wait(&ctx, soon());
+    }
+    ask(conn, 'Q');
+}
