@@ -21,5 +21,8 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
 
+# Relocatable: the prefix is found from the .pc file's own location, so
+# `cmake --install --prefix DIR` yields a working pkg-config file.
+file(RELATIVE_PATH WEFT_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(cmake/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -81,12 +81,12 @@ std::vector<std::size_t> sweep(std::size_t lo, std::size_t hi)
 
 std::string size_str(double v)
 {
-    if (v >= 1e9 || v >= (1ull << 30))
-        return fmt::format("{:g}g", v / (1ull << 30));
+    if (v >= (1ull << 30))
+        return fmt::format("{:.4g}g", v / (1ull << 30));
     if (v >= (1 << 20))
-        return fmt::format("{:g}m", v / (1 << 20));
+        return fmt::format("{:.4g}m", v / (1 << 20));
     if (v >= 1024)
-        return fmt::format("{:g}k", v / 1024);
+        return fmt::format("{:.4g}k", v / 1024);
     return fmt::format("{:g}", v);
 }
 
@@ -441,7 +441,7 @@ void add_options(CLI::App& app, Config& cfg)
                else
                    throw CLI::ValidationError("--progress", "auto, polling or thread");
            },
-           "who drives MANUAL-progress providers: auto (default), polling, thread");
+           "who drives progress: polling (default: both ends poll), auto, thread");
     app.add_option("--min-size", cfg.min_size, "smallest transfer (bytes)")->check(CLI::PositiveNumber);
     app.add_option("--max-size", cfg.max_size, "largest transfer (bytes)")->check(CLI::PositiveNumber);
     app.add_option("-n,--iters", cfg.iterations, "iterations per size, at most")->check(CLI::PositiveNumber);

@@ -20,11 +20,20 @@ namespace weft::pingpong {
 enum class Role { both, server, client };
 enum class Pattern { write, read };
 
+/// Both ends poll all the time, so the ping-pong drives progress itself
+/// (Progress::polling); --progress auto|thread shows the cost of a progress thread.
+inline Options default_options()
+{
+    Options o;
+    o.progress = Progress::polling;
+    return o;
+}
+
 struct Config {
     Role role = Role::both;
     std::string listen = "0.0.0.0:7471"; ///< server: side-channel [host:]port
     std::string connect;                 ///< client: server's host:port
-    Options options;
+    Options options = default_options();
     Pattern op = Pattern::write;
     std::size_t min_size = 8;
     std::size_t max_size = std::size_t{1} << 20;

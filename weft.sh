@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# weft.sh: set up, build and run weft on Debian 12 (as root, or a user with sudo).
+#
+#   ./weft.sh demo [ARGS]  install what is needed, build, run the RMA ping-pong
+#                          (both ends on this machine; ARGS go to `weft pingpong`)
+#   ./weft.sh test         install what is needed, build, run every test
+#   ./weft.sh build        install and build only
+#
+# Idempotent, and quiet on success apart from results: the output of package
+# installs and builds is shown only when they fail.
+set -euo pipefail
+cd "$(dirname "$0")"
+root=$PWD
+build=${WEFT_BUILD_DIR:-$root/build}
+export DEBIAN_FRONTEND=noninteractive
+
+# Everything weft builds with, from Debian's archive (see README: Dependencies).
+packages=(build-essential cmake pkg-config git
+          libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
+          catch2 libfmt-dev libcli11-dev)
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+quietly() {
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "weft.sh: failed: $*" >&2
+        exit 1
+    fi
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo --preserve-env=DEBIAN_FRONTEND "$@"; fi
+}
+
+install_deps() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "weft.sh: installing ${missing[*]}"
+    quietly as_root apt-get update -qq
+    quietly as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+configure_and_build() { # DIR [CMAKE ARGS...]
+    local dir=$1
+    shift
+    quietly cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+    quietly cmake --build "$dir" -j "$(nproc)"
+}
+
+run_ctest() { # DIR LABEL [CTEST ARGS...]
+    local dir=$1 label=$2
+    shift 2
+    local out
+    if ! out=$(ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@" 2>&1); then
+        echo "$out" >&2
+        echo "weft.sh: $label tests failed" >&2
+        exit 1
+    fi
+    echo "$out" | grep -E "tests passed|Total Test time" | sed "s/^/weft.sh: $label: /"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+demo)
+    install_deps "${packages[@]}"
+    configure_and_build "$build"
+    exec "$build/src/tool/weft" pingpong "$@"
+    ;;
+build)
+    install_deps "${packages[@]}"
+    configure_and_build "$build"
+    ;;
+test)
+    install_deps "${packages[@]}"
+    configure_and_build "$build"
+    "$build/tests/weft-test-cells"
+    run_ctest "$build" "tests"
+    # The same tests under AddressSanitizer and UBSan; the threaded ones under
+    # ThreadSanitizer too.
+    configure_and_build "$build-asan" -DWEFT_SANITIZE=ON
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        run_ctest "$build-asan" "ASan+UBSan" -E install
+    configure_and_build "$build-tsan" -DWEFT_TSAN=ON
+    TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan.supp \
+        run_ctest "$build-tsan" "TSan" -R "threads|progress|bootstrap|process"
+    ;;
+*)
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
