@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "weft/error.hpp"
+#include "weft/fid.hpp"
 
+#include <atomic>
 #include <cstdio>
 
 #include <rdma/fabric.h>
@@ -52,8 +54,16 @@ void log_warning(std::string_view message) noexcept
                  message.data());
 }
 
+namespace {
+std::atomic<std::size_t> open_fids{0};
+} // namespace
+
+void count_opened_fid() noexcept { open_fids.fetch_add(1, std::memory_order_relaxed); }
+std::size_t live_fids() noexcept { return open_fids.load(std::memory_order_relaxed); }
+
 void close_fid(fid_t fid) noexcept
 {
+    open_fids.fetch_sub(1, std::memory_order_relaxed);
     const int ret = fi_close(fid);
     if (ret != 0) {
         const char* cls = fi_tostr(&fid->fclass, FI_TYPE_FID);

@@ -1,3 +1,28 @@
 // SPDX-License-Identifier: MIT
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "weft/fid.hpp"
+
+namespace {
+
+// After every test case, every fid weft opened must be closed again: libfabric
+// itself leaks a little (so LeakSanitizer ignores it), weft must not.
+struct FidLeakCheck : Catch::TestEventListenerBase {
+    using TestEventListenerBase::TestEventListenerBase;
+    void testCaseEnded(const Catch::TestCaseStats& stats) override
+    {
+        if (const auto n = weft::detail::live_fids(); n != 0) {
+            std::fprintf(stderr, "weft: %zu libfabric objects still open after \"%s\"\n", n,
+                         stats.testInfo.name.c_str());
+            std::exit(3);
+        }
+    }
+};
+
+} // namespace
+
+CATCH_REGISTER_LISTENER(FidLeakCheck)

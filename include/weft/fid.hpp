@@ -2,9 +2,11 @@
 /// @brief Ownership of raw libfabric handles.
 ///
 /// Every fid_* struct begins with `struct fid`, so one deleter calling fi_close
-/// serves all of them. A failed close is logged, never thrown.
+/// serves all of them. A failed close is logged, never thrown. weft counts the
+/// fids it holds, so tests can prove that nothing is left open.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include <rdma/fabric.h>
@@ -13,6 +15,10 @@ namespace weft::detail {
 
 /// Closes a fid; on failure logs the class and the error (destructors never throw).
 void close_fid(fid_t fid) noexcept;
+void count_opened_fid() noexcept;
+
+/// Fids weft has opened and not yet closed, in this process.
+std::size_t live_fids() noexcept;
 
 struct FidCloser {
     template <class T>
@@ -23,7 +29,28 @@ struct FidCloser {
     }
 };
 
+/// unique_ptr semantics over a libfabric handle, counted.
 template <class T>
-using FidPtr = std::unique_ptr<T, FidCloser>;
+class FidPtr {
+public:
+    FidPtr() noexcept = default;
+    explicit FidPtr(T* raw) noexcept : p_(raw)
+    {
+        if (raw)
+            count_opened_fid();
+    }
+    void reset(T* raw = nullptr) noexcept
+    {
+        p_.reset(raw);
+        if (raw)
+            count_opened_fid();
+    }
+    T* get() const noexcept { return p_.get(); }
+    T* operator->() const noexcept { return p_.get(); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+
+private:
+    std::unique_ptr<T, FidCloser> p_;
+};
 
 } // namespace weft::detail
