@@ -89,6 +89,25 @@ std::string error_hint(std::string_view fi_prov_name, int code)
     return t.error_hint ? t.error_hint(code) : std::string{};
 }
 
+std::string describe(const fi_info* info)
+{
+    const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");
+    return t.describe ? t.describe(info) : std::string{};
+}
+
+const std::string& prepare_all()
+{
+    static const std::string done = [] {
+        std::string out;
+        for (const Traits* t : table)
+            if (t->prepare)
+                if (auto what = t->prepare(); !what.empty())
+                    out += fmt::format("{}{}", out.empty() ? "" : "; ", what);
+        return out;
+    }();
+    return done;
+}
+
 std::string order_text()
 {
     std::string out;

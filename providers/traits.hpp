@@ -47,6 +47,12 @@ struct Traits {
     bool atomics_unreliable = false;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
+    /// Optional set-up before libfabric initialises its providers (the first
+    /// fi_getinfo in the process); returns what it did, for the report.
+    std::string (*prepare)() = nullptr;
+    /// Optional line about the device behind a chosen fi_info, for the report
+    /// (verbs: InfiniBand / RoCE v1 / RoCE v2 / iWARP, GID type and index).
+    std::string (*describe)(const fi_info* info) = nullptr;
     /// Extra fix text for an error code seen on this provider ("" when none).
     std::string (*error_hint)(int code) = nullptr;
 };
@@ -81,6 +87,12 @@ weft::Quirks quirks_for(const fi_info* info);
 
 /// Extra fix text for an error on this provider, or "".
 std::string error_hint(std::string_view fi_prov_name, int code);
+
+/// The device line for a report, or "".
+std::string describe(const fi_info* info);
+
+/// Runs every provider's prepare() once per process; returns what was done.
+const std::string& prepare_all();
 
 /// The selection order as text: "verbs > tcp > sockets (shm: same host, on request)".
 std::string order_text();

@@ -2,6 +2,8 @@
 // verbs: InfiniBand, RoCE (v1/v2) and iWARP through rdma-core. MSG endpoints are
 // the fast path for RMA; RDM goes through ofi_rxm. Device facts come from
 // libibverbs: which ports are ACTIVE, whether a device is iWARP, its CQ limit.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -48,6 +50,48 @@ std::string verbs_hint(int code)
     return {};
 }
 
+// ofi_rxm opens each core CQ with (msg tx size + msg rx size) * FI_UNIVERSE_SIZE
+// entries, 256 * 256 by default; rxe allows 32767 and fi_enable fails with -22.
+// libfabric reads FI_UNIVERSE_SIZE when it initialises, so weft sets it first,
+// from the smallest device, unless the user already chose a value.
+std::string verbs_prepare()
+{
+    if (std::getenv("FI_UNIVERSE_SIZE"))
+        return {};
+    std::size_t smallest = 0;
+    for (const auto& d : verbs_devices())
+        if (d.max_cqe && (smallest == 0 || d.max_cqe < smallest))
+            smallest = d.max_cqe;
+    constexpr std::size_t rxm_entries_per_peer = 128 + 128;
+    constexpr std::size_t rxm_default_universe = 256;
+    if (smallest == 0 || smallest >= rxm_entries_per_peer * rxm_default_universe)
+        return {};
+    const std::size_t universe = std::max<std::size_t>(1, smallest / rxm_entries_per_peer);
+    ::setenv("FI_UNIVERSE_SIZE", std::to_string(universe).c_str(), 0);
+    return fmt::format("FI_UNIVERSE_SIZE={} so that ofi_rxm's completion queues fit the smallest "
+                       "RDMA device ({} entries)",
+                       universe, smallest);
+}
+
+std::string verbs_describe(const fi_info* info)
+{
+    const std::string_view domain = info->domain_attr->name ? info->domain_attr->name : "";
+    for (const auto& d : verbs_devices()) {
+        if (domain.substr(0, d.name.size()) != d.name)
+            continue;
+        std::string out;
+        for (const auto& p : d.ports)
+            out += fmt::format("{}{} port {}: {} ({}), {}, MTU {}, {}{}", out.empty() ? "" : "; ",
+                               d.name, p.number, to_string(p.kind), d.transport, p.state,
+                               p.active_mtu, p.speed,
+                               p.gid_index >= 0 ? fmt::format(", GID index {} ({}, {})",
+                                                              p.gid_index, p.gid_type, p.gid)
+                                                : std::string{});
+        return out;
+    }
+    return {};
+}
+
 } // namespace
 
 const Traits verbs = {
@@ -60,18 +104,33 @@ const Traits verbs = {
     .rdm_path = "verbs;ofi_rxm",
     .preferred = EndpointKind::msg,
     .probe = verbs_probe,
+    .prepare = verbs_prepare,
+    .describe = verbs_describe,
     .error_hint = verbs_hint,
 };
 
 void apply_verbs_quirks(const fi_info* info, Quirks& q)
 {
+    const auto device =
+        info->domain_attr->name ? find_verbs_device(info->domain_attr->name) : std::nullopt;
     const bool iwarp = info->ep_attr->protocol == FI_PROTO_IWARP ||
                        info->ep_attr->protocol == FI_PROTO_IWARP_RDM ||
-                       (info->domain_attr->name && is_iwarp_device(info->domain_attr->name));
+                       (device && device->transport == "iWARP");
+    // iWARP (libfabric#1707, #3521; zrlio/softiwarp#20): the read sink takes
+    // remote writes, the initiator speaks first, and a send without a posted
+    // receive terminates the connection.
     q.read_sink_needs_remote_write = iwarp;
     q.initiator_sends_first = iwarp;
-    if (info->domain_attr->name)
-        q.max_cq_entries = max_cq_entries(info->domain_attr->name);
+    q.receiver_not_ready_fatal = iwarp;
+    // libfabric 1.17 verbs MSG endpoints put the operand pointers themselves
+    // into the atomic work request (compare_add = (uintptr_t)buf).
+    q.atomic_operands_by_value = info->ep_attr->type == FI_EP_MSG;
+    if (device) {
+        q.max_cq_entries = device->max_cqe;
+        q.max_read_iov = device->max_sge_rd;
+        // libfabric offers FI_ATOMIC on every verbs domain; the device decides.
+        q.atomics_unreliable = !device->atomics;
+    }
 }
 
 } // namespace weft::providers

@@ -145,6 +145,7 @@ std::vector<VerbsDevice> verbs_devices()
         }
         d.max_cqe = static_cast<std::size_t>(attr.max_cqe);
         d.max_qp_wr = static_cast<std::size_t>(attr.max_qp_wr);
+        d.max_sge_rd = static_cast<std::size_t>(attr.max_sge_rd);
         d.atomics = attr.atomic_cap != IBV_ATOMIC_NONE;
         for (unsigned p = 1; p <= attr.phys_port_cnt; ++p) {
             ibv_port_attr pa{};
@@ -182,18 +183,12 @@ const VerbsDevice* find_device(const std::vector<VerbsDevice>& all, std::string_
 }
 } // namespace
 
-bool is_iwarp_device(std::string_view name)
+std::optional<VerbsDevice> find_verbs_device(std::string_view domain)
 {
     const auto all = verbs_devices();
-    const auto* d = find_device(all, name);
-    return d && d->transport == "iWARP";
-}
-
-std::size_t max_cq_entries(std::string_view name)
-{
-    const auto all = verbs_devices();
-    const auto* d = find_device(all, name);
-    return d ? d->max_cqe : 0;
+    if (const auto* d = find_device(all, domain))
+        return *d;
+    return std::nullopt;
 }
 
 } // namespace weft::providers

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@ struct VerbsDevice {
     std::string node_type;   ///< "CA", "RNIC", ...
     std::size_t max_cqe = 0; ///< largest completion queue the device allows
     std::size_t max_qp_wr = 0;
+    std::size_t max_sge_rd = 0; ///< local segments an RDMA read may scatter into
     bool atomics = false;    ///< device advertises remote atomics
     std::vector<VerbsPort> ports;
 };
@@ -40,8 +42,7 @@ struct VerbsDevice {
 /// Every device libibverbs lists; empty when there is none (or no libibverbs driver).
 std::vector<VerbsDevice> verbs_devices();
 
-bool is_iwarp_device(std::string_view name);
-/// max_cqe of a device by name (libfabric domain name; suffixes like "-dgram" ignored), 0 if unknown.
-std::size_t max_cq_entries(std::string_view name);
+/// The device behind a libfabric domain name (suffixes like "-dgram" ignored).
+std::optional<VerbsDevice> find_verbs_device(std::string_view domain);
 
 } // namespace weft::providers

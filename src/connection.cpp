@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "../providers/traits.hpp"
 #include "weft/error.hpp"
 #include "wire.hpp"
 
@@ -112,7 +113,8 @@ Connection Connection::connect(std::string_view host_port, const Options& option
     SideChannel side = SideChannel::connect(host, port, deadline);
     try {
         const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
-        if (!options.provider.empty() && options.provider != offer.provider)
+        if (!options.provider.empty() &&
+            providers::parse_request(options.provider, &offer.kind).path != offer.provider)
             throw UsageError("connect", -FI_EINVAL, offer.provider,
                              fmt::format("the server chose {} but this side asked for {}: choose "
                                          "the provider on the server",

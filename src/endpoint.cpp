@@ -90,6 +90,9 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, 1, rx_size);
     slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
     max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
+    credits_ = kind_ == EndpointKind::msg && quirks_.receiver_not_ready_fatal;
+    if (credits_)
+        control_mr_ = MemoryRegion::allocate(domain_, 64, Access::remote_write, this);
     slot_mr_ = MemoryRegion::allocate(domain_, count * slot_size_, Access::local, this);
     slots_.resize(count);
     for (std::size_t i = 0; i < count; ++i)
@@ -108,10 +111,10 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
 void Endpoint::post_slots()
 {
     for (std::uint32_t i = 0; i < slots_.size(); ++i)
-        repost(i);
+        post_recv(i);
 }
 
-void Endpoint::repost(std::uint32_t slot)
+void Endpoint::post_recv(std::uint32_t slot)
 {
     Slot* s = &slots_[slot];
     post("fi_recv", [&] {
@@ -119,11 +122,19 @@ void Endpoint::repost(std::uint32_t slot)
     });
 }
 
+void Endpoint::repost(std::uint32_t slot)
+{
+    post_recv(slot);
+    if (credits_ && !awaiting_hello_)
+        ++reposted_; // a slot the peer may use again; granted in grant_credits()
+}
+
 void Endpoint::repost_lent()
 {
     for (auto slot : lent_)
         repost(slot);
     lent_.clear();
+    grant_credits();
 }
 
 void Endpoint::start_progress_thread()
@@ -145,8 +156,13 @@ std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, cons
         detail::throw_error("fi_connect", -FI_ECONNREFUSED, ep->provider(),
                             fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
     // The initiator sends first: iWARP requires it, and a small non-empty first
-    // message is safe everywhere (zrlio/softiwarp#20).
+    // message is safe everywhere (zrlio/softiwarp#20). With credits, the server
+    // answers with its own receive count.
     ep->send_hello();
+    if (ep->credits_) {
+        ep->awaiting_hello_ = true;
+        ep->expect_hello(deadline);
+    }
     return ep;
 }
 
@@ -164,6 +180,8 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
         detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
                             fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
     ep->expect_hello(deadline);
+    if (ep->credits_)
+        ep->send_hello();
     return ep;
 }
 
@@ -198,32 +216,6 @@ Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
     return av_->insert(peer_name);
 }
 
-void Endpoint::send_hello()
-{
-    auto* s = next_scratch();
-    std::memcpy(s, frame::hello.data(), frame::hello_size);
-    if (framed_) {
-        send_frame(frame::type_hello, 0, Local{}, &internal_, Peer{});
-        return;
-    }
-    Local hello{reinterpret_cast<std::byte*>(s), frame::hello_size, scratch_mr_->desc()};
-    post("fi_send(hello)", [&] {
-        return fi_send(ep_, hello.addr, hello.len, hello.desc, FI_ADDR_UNSPEC, &internal_);
-    });
-}
-
-void Endpoint::expect_hello(Deadline deadline)
-{
-    std::uint32_t spins = 0;
-    while (awaiting_hello_) {
-        stash_some();
-        if ((++spins & 255u) == 0 && deadline.expired())
-            detail::throw_error("accept", -FI_ETIMEDOUT, provider(),
-                                "the client connected but never sent weft's hello: is it a weft "
-                                "peer of the same version?");
-    }
-}
-
 bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
 {
     void* ctx = e.op_context;
@@ -253,15 +245,15 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
     }
     std::byte* buf = slots_[slot].buf;
     if (awaiting_hello_) {
-        const bool ok = framed_ ? e.len >= frame::header_size &&
-                                      frame::type_of(buf) == frame::type_hello
-                                : e.len == frame::hello_size &&
-                                      std::memcmp(buf, frame::hello.data(), frame::hello_size) == 0;
-        repost(slot);
+        const bool framed_hello = !framed_ || (e.len >= frame::header_size &&
+                                               frame::type_of(buf) == frame::type_hello);
+        const std::size_t skip = framed_ ? frame::header_size : 0;
+        const bool ok = framed_hello && e.len >= skip && accept_hello(buf + skip, e.len - skip);
+        repost(slot); // not counted: awaiting_hello_ is still set
         if (!ok)
-            detail::throw_error("accept", -EPROTO, provider(),
-                                "the first message from the client is not weft's hello: is the "
-                                "peer a weft program of the same version?");
+            detail::throw_error("connect", -EPROTO, provider(),
+                                "the peer's first message is not weft's hello: is the peer a "
+                                "weft program of the same version?");
         awaiting_hello_ = false;
         return false;
     }

@@ -111,6 +111,7 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
     // No CQ data: the write, then a notify message the target turns into
     // Op::notify. The message must not overtake the data: ordered when the
     // provider promises send-after-write, else weft waits for delivery first.
+    take_credit(); // before the write, so that a write is never left without its notify
     if (ordered_saw_) {
         post("fi_write", [&] {
             return fi_write(ep_, src.addr, src.len, src.desc, peer.addr, addr, dst.key(),
@@ -149,10 +150,12 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
                      void* context, Peer peer)
 {
     constexpr std::size_t max_iov = 16;
-    if (dst.empty() || dst.size() > iov_limit_ || dst.size() > max_iov)
+    const std::size_t limit = std::min(read_iov_limit(), max_iov);
+    if (dst.empty() || dst.size() > limit)
         throw UsageError("readv", -FI_EINVAL, std::string(provider()),
-                         fmt::format("{} local segments; this endpoint takes 1 to {}", dst.size(),
-                                     std::min(iov_limit_, max_iov)));
+                         fmt::format("{} local segments; reads on this endpoint scatter into 1 to "
+                                     "{} (the device's max_sge_rd when it is smaller)",
+                                     dst.size(), limit));
     std::array<iovec, max_iov> iov{};
     std::array<void*, max_iov> desc{};
     std::size_t total = 0;
@@ -191,6 +194,7 @@ void Endpoint::check_message(std::size_t len) const
 void Endpoint::send(Local src, void* context, Peer peer)
 {
     check_message(src.len);
+    take_credit();
     if (framed_) {
         send_frame(frame::type_message, 0, src, context, peer);
         return;
@@ -238,8 +242,11 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
                          "the result buffer must hold 8 bytes");
     auto* s = next_scratch();
     s->operand = operand;
+    const void* buf = quirks_.atomic_operands_by_value
+                          ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
+                          : &s->operand;
     post("fi_fetch_atomic", [&] {
-        return fi_fetch_atomic(ep_, &s->operand, 1, scratch_mr_->desc(), result.addr, result.desc,
+        return fi_fetch_atomic(ep_, buf, 1, scratch_mr_->desc(), result.addr, result.desc,
                                peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
     });
 }
@@ -258,10 +265,14 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
     s->operand = desired;
     s->compare = expected;
     void* desc = scratch_mr_->desc();
+    const bool by_value = quirks_.atomic_operands_by_value;
+    const void* swap =
+        by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(desired)) : &s->operand;
+    const void* compare =
+        by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(expected)) : &s->compare;
     post("fi_compare_atomic", [&] {
-        return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, result.addr,
-                                 result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP,
-                                 context);
+        return fi_compare_atomic(ep_, swap, 1, desc, compare, desc, result.addr, result.desc,
+                                 peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
     });
 }
 
@@ -277,6 +288,8 @@ std::size_t Endpoint::drain(std::span<Completion> out)
     for (std::size_t i = 0; i < n; ++i)
         if (translate(entries[i], out[m]))
             ++m;
+    if (credits_)
+        grant_credits();
     return m;
 }
 

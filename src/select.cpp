@@ -290,12 +290,16 @@ std::string Selection::report() const
                                   provider(), to_string(kind()), info_.fabric_name(),
                                   info_.domain_name());
     out += fmt::format("weft:   why: {}\n", reason_);
+    if (const auto device = providers::describe(i); !device.empty())
+        out += fmt::format("weft:   device: {}\n", device);
     for (const auto& r : rejected_)
         out += fmt::format("weft:   not {}: {}\n", r.provider, r.reason);
     if (fell_back_)
         out += "weft:   FALLBACK: no RDMA provider is usable, running without RDMA "
                "(Fallback::require_rdma or --require-rdma turns this into an error)\n";
     out += fmt::format("weft:   caps: {}\n", info_.capabilities());
+    if (const auto& prepared = providers::prepare_all(); !prepared.empty())
+        out += fmt::format("weft:   set up: {}\n", prepared);
     out += fmt::format(
         "weft:   memory: {}, {}, {}{}\n",
         mode & FI_MR_VIRT_ADDR ? "virtual addresses" : "offsets from region start",
@@ -329,6 +333,7 @@ std::string Selection::report() const
 
 Selection select(const Options& o)
 {
+    (void)providers::prepare_all();
     std::string requested = o.provider;
     std::string source = "Options::provider";
     if (requested.empty()) {
@@ -422,6 +427,7 @@ Selection select(const Options& o)
 Selection select_for_peer(const Options& o, std::string_view provider, EndpointKind kind,
                           std::uint32_t addr_format, const void* dest, std::size_t dest_len)
 {
+    (void)providers::prepare_all();
     Attempt a{.path = std::string(provider), .kind = kind};
     if (kind == EndpointKind::msg) {
         a.addr_format = addr_format;

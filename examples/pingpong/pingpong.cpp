@@ -316,6 +316,8 @@ int run_client(const Config& cfg)
 // libfabric call (forking after verbs initialisation is unsafe), the client here.
 int run_both(const Config& cfg)
 {
+    // Loopback unless --bind names the interface (an RDMA device's address).
+    const std::string host = cfg.options.node.empty() ? "127.0.0.1" : cfg.options.node;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         throw std::runtime_error("pipe2 failed");
@@ -327,7 +329,7 @@ int run_both(const Config& cfg)
         close(fds[0]);
         int status = 0;
         try {
-            Server server(cfg.options, "127.0.0.1", 0);
+            Server server(cfg.options, host, 0);
             const auto msg = fmt::format("P{}\n", server.port());
             (void)!write(fds[1], msg.data(), msg.size());
             Connection c = server.accept(Deadline::after(cfg.timeout));
@@ -376,7 +378,7 @@ int run_both(const Config& cfg)
     const std::string port = line.substr(1, line.size() - 2);
     int status = 0;
     try {
-        Connection c = Connection::connect("127.0.0.1:" + port, cfg.options,
+        Connection c = Connection::connect(host + ":" + port, cfg.options,
                                            Deadline::after(cfg.timeout));
         status = client(c, cfg, "both ends on this machine (2 processes)");
     } catch (...) {

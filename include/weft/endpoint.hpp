@@ -8,6 +8,7 @@
 /// CompletionQueue::progress() on the endpoint's queue.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -90,6 +91,12 @@ public:
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
     bool supports_atomics() const noexcept { return atomics_; }
+    /// With credit-based flow control (iWARP): the peer's receive slots, the
+    /// messages sent so far and the slots the peer has handed back. All 0 without.
+    struct Credits {
+        std::uint64_t peer_slots, sent, returned;
+    };
+    Credits credits() const noexcept;
     bool progress_thread() const noexcept { return progress_ != nullptr; }
     /// How often the progress thread had to drive this idle endpoint (0 without one).
     std::uint64_t progress_drives() const noexcept { return progress_ ? progress_->drives() : 0; }
@@ -120,6 +127,12 @@ public:
     void write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
                       std::uint64_t offset, Peer peer = {});
     std::size_t inject_size() const noexcept { return inject_size_; }
+    /// Most local segments writev() gathers from / readv() scatters into.
+    std::size_t write_iov_limit() const noexcept { return iov_limit_; }
+    std::size_t read_iov_limit() const noexcept
+    {
+        return quirks_.max_read_iov ? std::min(iov_limit_, quirks_.max_read_iov) : iov_limit_;
+    }
 
     /// Sends a message (at most max_message() bytes) into the peer's receive slots.
     void send(Local src, void* context, Peer peer = {});
@@ -180,6 +193,10 @@ private:
     void complete_locally(Op op, void* context, std::size_t len);
     void expect_hello(Deadline deadline);
     void send_hello();
+    bool accept_hello(const std::byte* payload, std::size_t len);
+    void post_recv(std::uint32_t slot);
+    void take_credit();
+    void grant_credits();
     AtomicScratch* next_scratch() noexcept;
     void send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                     Peer peer);
@@ -211,6 +228,17 @@ private:
     Clock::duration post_timeout_ = std::chrono::seconds(10);
     bool awaiting_hello_ = false; // MSG server: the first message must be weft's hello
     bool fence_done_ = false;
+    // Flow control where a message finding no posted receive is fatal (iWARP):
+    // the peer tells us, by RMA write into control_mr_, how many receives it
+    // has reposted; we send only while sent_ < peer_slots_ + that count.
+    bool credits_ = false;
+    bool granting_ = false;
+    std::shared_ptr<MemoryRegion> control_mr_; // [0,8) written by the peer; [8,64) hello staging
+    RemoteRegion peer_credit_;
+    std::uint64_t peer_slots_ = 0;
+    std::uint64_t sent_ = 0;
+    std::uint64_t reposted_ = 0;
+    std::uint64_t granted_ = 0;
     Activity activity_;          // polls seen, so the progress thread can stay out of the way
     int internal_ = 0;           // its address marks weft's own operations
     int fence_ = 0;              // its address marks a write weft waits for itself

@@ -40,6 +40,15 @@ struct Quirks {
     /// The provider advertises FI_ATOMIC but its fetch atomics are unusable;
     /// weft refuses them as unsupported.
     bool atomics_unreliable = false;
+    /// A message that finds no posted receive kills the connection (iWARP has
+    /// no receiver-not-ready retry): weft counts the peer's free receive slots.
+    bool receiver_not_ready_fatal = false;
+    /// Largest number of local segments an RMA read may scatter into (the
+    /// device's max_sge_rd; 0 = the endpoint's iov_limit).
+    std::size_t max_read_iov = 0;
+    /// The provider sends the operand *pointers* of fetch / compare atomics as
+    /// their values (libfabric 1.17 verbs MSG endpoints): weft passes values.
+    bool atomic_operands_by_value = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).
