@@ -118,6 +118,21 @@ Selection select_for_peer(const Options& options, std::string_view provider, End
 /// otherwise stall (Quirks::target_needs_progress).
 bool wants_progress_thread(const Options& options, const Quirks& quirks) noexcept;
 
+/// One provider weft knows, as it stands on this machine for these options.
+struct Candidate {
+    std::string provider; ///< fi_getinfo name, e.g. "tcp;ofi_rxm"
+    EndpointKind kind;
+    int rank;             ///< automatic order (lower first); 0 = only when asked for by name
+    bool rdma;
+    bool usable;
+    std::string detail;   ///< why not usable, or what its probe found
+    std::string summary;  ///< what the provider is
+};
+
+/// Every (provider, endpoint kind) weft knows, in selection order, each with its
+/// verdict: what `weft info` and `weft doctor` show.
+std::vector<Candidate> survey(const Options& options = {});
+
 /// Why `provider` (a getinfo name) gives nothing for these options: the first
 /// attribute, tried one at a time, that excludes it.
 std::string explain_enodata(const Options& options, std::string_view provider, EndpointKind kind);
