@@ -5,6 +5,7 @@
 #                          (both ends on this machine; ARGS go to `weft pingpong`)
 #   ./weft.sh test         install what is needed, build, run every test
 #   ./weft.sh build        install and build only
+#   ./weft.sh lab          install, build, run the fabric lab (verbs over rxe and siw)
 #
 # Idempotent, and quiet on success apart from results: the output of package
 # installs and builds is shown only when they fail.
@@ -17,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 # Everything weft builds with, from Debian's archive (see README: Dependencies).
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
-          catch2 libfmt-dev libcli11-dev)
+          catch2 libfmt-dev libcli11-dev nlohmann-json3-dev)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -65,6 +66,16 @@ run_ctest() { # DIR LABEL [CTEST ARGS...]
     echo "$out" | grep -E "tests passed|Total Test time" | sed "s/^/weft.sh: $label: /"
 }
 
+lab() {
+    local out
+    if ! out=$(WEFT_BUILD_DIR=$build "$root/scripts/lab/run" --timeout 1500 2>&1); then
+        echo "$out" >&2
+        echo "weft.sh: the fabric lab failed" >&2
+        exit 1
+    fi
+    echo "$out" | grep -E "^LAB-RESULT|^LAB-SUMMARY|^lab: (PASS|FAIL)" | sed 's/^/weft.sh: lab: /'
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -92,9 +103,17 @@ test)
     configure_and_build "$build-tsan" -DWEFT_TSAN=ON
     TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan.supp \
         run_ctest "$build-tsan" "TSan" -R "threads|progress|bootstrap|process"
+    # Real verbs devices: Soft-RoCE and soft-iWARP in a QEMU guest, running the
+    # same tests over verbs, the ping-pong, and perftest for comparison.
+    lab
+    ;;
+lab)
+    install_deps "${packages[@]}"
+    configure_and_build "$build"
+    lab
     ;;
 *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

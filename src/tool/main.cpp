@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "info.hpp"
 #include "pingpong.hpp"
 #include "weft/version.hpp"
 
@@ -20,10 +21,26 @@ int main(int argc, char** argv)
                                   "--server / --connect across processes or machines");
     weft::pingpong::add_options(*pp, pingpong);
 
+    bool info_json = false;
+    auto* info = app.add_subcommand("info", "providers, fabrics, domains and RDMA devices on this "
+                                            "machine, and the order weft chooses in");
+    info->add_flag("--json", info_json, "machine-readable output");
+
+    weft::tool::DoctorOptions doctor;
+    auto* doc = app.add_subcommand("doctor", "preflight checks with verdicts and fixes; exit status "
+                                             "0 when weft can run RDMA here");
+    doc->add_flag("--json", doctor.json, "machine-readable output");
+    doc->add_option("--shm-peer", doctor.shm_peer,
+                    "also check cross-memory attach (shm) to this process id");
+
     CLI11_PARSE(app, argc, argv);
     try {
         if (*pp)
             return weft::pingpong::run(pingpong);
+        if (*info)
+            return weft::tool::info(info_json);
+        if (*doc)
+            return weft::tool::doctor(doctor);
     } catch (const std::exception& e) {
         std::cerr << "weft: " << e.what() << "\n";
         return 1;

@@ -54,3 +54,9 @@ check_weft_pingpong() { # msg|rdm
 export -f check_weft_pingpong
 run_check --show "$DEV" weft_pingpong_msg check_weft_pingpong msg
 run_check --show "$DEV" weft_pingpong_rdm check_weft_pingpong rdm
+
+# weft info and weft doctor on a machine with RDMA: doctor's exit status 0 says
+# weft can run RDMA here; info shows the classification.
+check_weft_doctor() { "$WEFT_BIN" doctor && "$WEFT_BIN" info | sed -n '/RDMA devices/,/^$/p'; }
+export -f check_weft_doctor
+run_check "$DEV" weft_doctor check_weft_doctor

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+// weft doctor: each check provoked for real, in a child process whose
+// environment has the problem, must produce its finding.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+    int status = -1;
+    json out;
+};
+
+Run run_shell(const std::string& command)
+{
+    Run r;
+    std::string text;
+    if (FILE* f = ::popen(command.c_str(), "r")) {
+        char buf[4096];
+        while (std::size_t n = std::fread(buf, 1, sizeof buf, f))
+            text.append(buf, n);
+        const int st = ::pclose(f);
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    r.out = json::parse(text, nullptr, false);
+    return r;
+}
+
+std::string doctor() { return std::string(WEFT_CLI_PATH) + " doctor --json"; }
+
+/// The findings of one check.
+std::vector<json> findings(const Run& r, const std::string& check)
+{
+    std::vector<json> out;
+    if (r.out.is_discarded())
+        return out;
+    for (const auto& f : r.out["findings"])
+        if (f["check"] == check)
+            out.push_back(f);
+    return out;
+}
+
+bool can_unshare(const char* flags)
+{
+    return std::system(("unshare " + std::string(flags) + " true 2>/dev/null").c_str()) == 0;
+}
+
+} // namespace
+
+TEST_CASE("doctor: the exit status says whether weft can run RDMA here", "[doctor]")
+{
+    const Run r = run_shell(doctor());
+    REQUIRE_FALSE(r.out.is_discarded());
+    const bool rdma = r.out["rdma"];
+    CHECK(r.status == (rdma ? 0 : 1));
+    const auto devices = findings(r, "rdma devices");
+    REQUIRE_FALSE(devices.empty());
+    if (!rdma)
+        CHECK(devices[0]["fix"].get<std::string>().find("rdma link add") != std::string::npos);
+}
+
+TEST_CASE("doctor: a low RLIMIT_MEMLOCK is found and its fix named", "[doctor]")
+{
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        rlimit low{64 * 1024, 64 * 1024};
+        setrlimit(RLIMIT_MEMLOCK, &low);
+        execl(WEFT_CLI_PATH, WEFT_CLI_PATH, "doctor", "--json", nullptr);
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<std::size_t>(n));
+    close(fds[0]);
+    waitpid(pid, nullptr, 0);
+    Run r;
+    r.out = json::parse(text, nullptr, false);
+    const auto f = findings(r, "memlock");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] != "ok");
+    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("64 KiB"));
+    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ulimit -l unlimited"));
+}
+
+TEST_CASE("doctor: a host name that does not resolve breaks rdma_cm", "[doctor]")
+{
+    if (!can_unshare("--uts")) {
+        WARN("SKIPPED: cannot create a UTS namespace here (needs root)");
+        return;
+    }
+    const Run r = run_shell("unshare --uts sh -c 'hostname weft-doctor-nowhere.invalid && exec " +
+                            doctor() + "'");
+    const auto f = findings(r, "rdma_cm");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] != "ok");
+    CHECK_THAT(f[0]["detail"].get<std::string>(),
+               Catch::Contains("weft-doctor-nowhere.invalid") && Catch::Contains("does not resolve"));
+    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("/etc/hosts"));
+}
+
+TEST_CASE("doctor: loopback only, and container bridges, are found", "[doctor]")
+{
+    if (!can_unshare("--net")) {
+        WARN("SKIPPED: cannot create a network namespace here (needs root)");
+        return;
+    }
+    SECTION("only the loopback interface")
+    {
+        const Run r = run_shell("unshare --net sh -c 'ip link set lo up && exec " + doctor() + "'");
+        const auto f = findings(r, "interfaces");
+        REQUIRE_FALSE(f.empty());
+        CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("only the loopback"));
+    }
+    SECTION("a docker bridge the tcp provider may pick")
+    {
+        const Run r = run_shell(
+            "unshare --net sh -c 'ip link set lo up && ip link add docker0 type bridge && "
+            "ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0 up && exec " +
+            doctor() + "'");
+        const auto f = findings(r, "interfaces");
+        REQUIRE_FALSE(f.empty());
+        bool named = false;
+        for (const auto& x : f)
+            named |= x["detail"].get<std::string>().find("docker0 is up") != std::string::npos &&
+                     x["fix"].get<std::string>().find("--domain") != std::string::npos;
+        CHECK(named);
+    }
+}
+
+TEST_CASE("doctor: shm without ptrace permission says so", "[doctor]")
+{
+    // A peer that is not dumpable may not be attached to without CAP_SYS_PTRACE:
+    // run the doctor with that capability dropped, as an unprivileged user is.
+    if (std::system("setpriv --bounding-set -sys_ptrace true 2>/dev/null") != 0) {
+        WARN("SKIPPED: setpriv cannot drop CAP_SYS_PTRACE here");
+        return;
+    }
+    FILE* peer = ::popen((std::string("exec ") + WEFT_UNDUMPABLE_PATH).c_str(), "r");
+    REQUIRE(peer);
+    int pid = 0;
+    REQUIRE(std::fscanf(peer, "%d", &pid) == 1);
+    const Run r = run_shell("setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace " +
+                            doctor() + " --shm-peer " + std::to_string(pid));
+    kill(pid, SIGKILL);
+    ::pclose(peer);
+    const auto f = findings(r, "ptrace/shm");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] == "FAIL");
+    CHECK_THAT(f[0]["detail"].get<std::string>(),
+               Catch::Contains("Operation not permitted") && Catch::Contains(std::to_string(pid)));
+    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ptrace_scope"));
+}
+
+TEST_CASE("doctor: a full /dev/shm is found", "[doctor]")
+{
+    if (!can_unshare("--mount")) {
+        WARN("SKIPPED: cannot create a mount namespace here (needs root)");
+        return;
+    }
+    const Run r = run_shell("unshare --mount sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " +
+                            doctor() + "'");
+    const auto f = findings(r, "/dev/shm");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] == "warn");
+    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("1 MiB free"));
+}
