@@ -31,7 +31,7 @@ TEST_CASE("bad input: wrong key, out of bounds, oversized message", "[matrix][ba
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(4096, Access::remote_read_write);
+    auto target = p.expose(4096, Access::remote_read_write);
     std::memset(target->data(), 0x33, 4096);
     const RemoteRegion remote = target->remote();
     auto src = p.client.allocate(8192, Access::local);
@@ -101,7 +101,7 @@ TEST_CASE("atomics: fetch-add and compare-and-swap, or a clear refusal", "[matri
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(64, Access::remote_read_write);
+    auto target = p.expose(64, Access::remote_read_write);
     auto result = p.client.allocate(8, Access::local);
     const RemoteRegion remote = target->remote();
     Endpoint& ep = p.client.endpoint();

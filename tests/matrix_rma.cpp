@@ -38,7 +38,7 @@ TEST_CASE("matrix: RMA write lands byte for byte", "[matrix][rma][write]")
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(region_size, Access::remote_read_write);
+    auto target = p.expose(region_size, Access::remote_read_write);
     auto src = p.client.allocate(region_size, Access::local);
     auto check = p.client.allocate(region_size, Access::local);
     const RemoteRegion remote = RemoteRegion::decode(target->remote().encode());
@@ -67,7 +67,7 @@ TEST_CASE("matrix: RMA read returns the target's bytes", "[matrix][rma][read]")
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(region_size, Access::remote_read);
+    auto target = p.expose(region_size, Access::remote_read);
     test::fill_pattern(target->bytes(), 42);
     auto sink = p.client.allocate(region_size, Access::local);
     const RemoteRegion remote = target->remote();
@@ -94,7 +94,7 @@ TEST_CASE("matrix: write_notify delivers data then the notification", "[matrix][
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(region_size, Access::remote_write);
+    auto target = p.expose(region_size, Access::remote_write);
     auto src = p.client.allocate(region_size, Access::local);
     const RemoteRegion remote = target->remote();
     int ctx = 0;
@@ -136,7 +136,7 @@ TEST_CASE("matrix: send and receive messages both ways", "[matrix][msg]")
     INFO(c.label());
     auto p = test::connect_pair(c, o);
     auto src = p.client.allocate(4u << 20, Access::local);
-    auto reply = p.server.allocate(4u << 20, Access::local);
+    auto reply = p.expose(4u << 20, Access::local);
     int ctx = 0;
     for (std::size_t size : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{4097},
                              std::size_t{65537}, std::size_t{4u << 20}}) {
@@ -165,7 +165,7 @@ TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
     auto p = test::connect_pair(c);
     constexpr std::size_t size = 65536;
     constexpr int rounds = 50;
-    auto server_mr = p.server.allocate(size, Access::remote_write);
+    auto server_mr = p.expose(size, Access::remote_write);
     auto client_mr = p.client.allocate(size, Access::remote_write);
     const RemoteRegion at_server = server_mr->remote();
     const RemoteRegion at_client = client_mr->remote();
@@ -246,7 +246,7 @@ TEST_CASE("matrix: scatter-gather and inject", "[matrix][rma][sg]")
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
-    auto target = p.server.allocate(1 << 16, Access::remote_read_write);
+    auto target = p.expose(1 << 16, Access::remote_read_write);
     auto local = p.client.allocate(1 << 16, Access::local);
     test::fill_pattern(local->bytes(), 5);
     const RemoteRegion remote = target->remote();

@@ -56,7 +56,7 @@ TEST_CASE("memory contract: both addressing and key paths on each provider", "[m
     const std::uint64_t mode = p.server.domain()->mr_mode();
     CHECK((mode & forced) == forced);
 
-    auto target = p.server.allocate(8192, Access::remote_read_write);
+    auto target = p.expose(8192, Access::remote_read_write);
     const RemoteRegion remote = RemoteRegion::decode(target->remote().encode());
     if (mode & FI_MR_VIRT_ADDR)
         CHECK(remote.base() == reinterpret_cast<std::uintptr_t>(target->data()));
@@ -108,11 +108,11 @@ TEST_CASE("memory contract: access follows intent", "[memory][bad-input]")
     test::Case c{"tcp", EndpointKind::msg};
     WEFT_REQUIRE_CELL(c);
     auto p = test::connect_pair(c);
-    auto local_only = p.server.allocate(64, Access::local);
+    auto local_only = p.expose(64, Access::local);
     CHECK_THROWS_WITH(local_only->remote(), Catch::Contains("Access::local"));
     CHECK_THROWS_AS(local_only->slice(60, 8), UsageError);
 
-    auto read_only = p.server.allocate(4096, Access::remote_read);
+    auto read_only = p.expose(4096, Access::remote_read);
     std::memset(read_only->data(), 0x11, 4096);
     const RemoteRegion ro = read_only->remote();
     CHECK(ro.is_readable());

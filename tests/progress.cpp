@@ -29,7 +29,7 @@ TEST_CASE("progress: a passive target never stalls the initiator", "[matrix][pro
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c); // Progress::automatic
-    auto target = p.server.allocate(1 << 16, Access::remote_read_write);
+    auto target = p.expose(1 << 16, Access::remote_read_write);
     auto src = p.client.allocate(1 << 16, Access::local);
     auto back = p.client.allocate(1 << 16, Access::local);
     const RemoteRegion remote = target->remote();
@@ -66,7 +66,7 @@ TEST_CASE("progress: without anyone driving it, a passive target stalls (control
     INFO(c.label());
     auto p = test::connect_pair(c, o);
     CHECK_FALSE(p.server.endpoint().progress_thread());
-    auto target = p.server.allocate(4096, Access::remote_read);
+    auto target = p.expose(4096, Access::remote_read);
     auto sink = p.client.allocate(4096, Access::local);
     int ctx = 0;
     p.client.endpoint().set_post_timeout(2s);
@@ -104,7 +104,7 @@ TEST_CASE("progress: Progress::thread runs one on any provider", "[progress]")
     auto p = test::connect_pair(c, o);
     CHECK(p.server.endpoint().progress_thread());
     CHECK(p.server.selection().report().find("weft progress thread") != std::string::npos);
-    auto target = p.server.allocate(4096, Access::remote_read);
+    auto target = p.expose(4096, Access::remote_read);
     auto sink = p.client.allocate(4096, Access::local);
     int ctx = 0;
     p.client.read(sink->all(), target->remote(), 0, &ctx);

@@ -95,7 +95,7 @@ TEST_CASE("verbs: the transport's rules become quirks and behaviour", "[verbs][l
         CHECK_THAT(s.report(), Catch::Contains("RoCE v2") && Catch::Contains("GID index"));
     }
     // Whatever the rules, the same code moves the data.
-    auto target = p.server.allocate(1 << 16, Access::remote_read_write);
+    auto target = p.expose(1 << 16, Access::remote_read_write);
     auto src = p.client.allocate(1 << 16, Access::local);
     test::fill_pattern(src->bytes(), 3);
     int ctx = 0;
@@ -110,7 +110,7 @@ TEST_CASE("verbs: RDM over ofi_rxm sizes its queues to the device", "[verbs][lab
     WEFT_REQUIRE_LAB(l);
     // No FI_UNIVERSE_SIZE from the user: weft sets what fits the device.
     auto p = test::connect_pair({"verbs;ofi_rxm", EndpointKind::rdm});
-    auto target = p.server.allocate(4096, Access::remote_read_write);
+    auto target = p.expose(4096, Access::remote_read_write);
     auto src = p.client.allocate(4096, Access::local);
     test::fill_pattern(src->bytes(), 4);
     int ctx = 0;

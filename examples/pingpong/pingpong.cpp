@@ -123,11 +123,13 @@ Plan receive_plan(Connection& c, Deadline d)
 
 // ---- server ----
 
-void serve(Connection& c, const Config& cfg)
+/// `region` is the caller's, so that it outlives the connection: a target's
+/// provider may touch exposed memory after the initiator saw its completion.
+void serve(Connection& c, const Config& cfg, std::shared_ptr<MemoryRegion>& region)
 {
     Endpoint& ep = c.endpoint();
     const auto pattern = make_pattern(cfg.max_size);
-    auto region = c.allocate(cfg.max_size, Access::remote_read_write);
+    region = c.allocate(cfg.max_size, Access::remote_read_write);
     std::memcpy(region->data(), pattern.data(), cfg.max_size); // what readers see
     auto expect = pattern;
     const RemoteRegion peer = c.exchange(region->remote(), Deadline::after(cfg.timeout));
@@ -300,8 +302,9 @@ int run_server(const Config& cfg)
     std::fprintf(stdout, "%sweft: waiting for a client on %s:%u\n", server.selection().report().c_str(),
                  host.c_str(), server.port());
     std::fflush(stdout);
+    std::shared_ptr<MemoryRegion> region;
     Connection c = server.accept(Deadline::after(std::chrono::hours(24)));
-    serve(c, cfg);
+    serve(c, cfg, region);
     std::fprintf(stdout, "weft: client %s done\n", c.side().peer().c_str());
     return 0;
 }
@@ -332,8 +335,9 @@ int run_both(const Config& cfg)
             Server server(cfg.options, host, 0);
             const auto msg = fmt::format("P{}\n", server.port());
             (void)!write(fds[1], msg.data(), msg.size());
+            std::shared_ptr<MemoryRegion> region;
             Connection c = server.accept(Deadline::after(cfg.timeout));
-            serve(c, cfg);
+            serve(c, cfg, region);
         } catch (const std::exception& e) {
             const auto msg = fmt::format("E{}", e.what()); // the rest of the pipe, until EOF
             (void)!write(fds[1], msg.data(), msg.size());

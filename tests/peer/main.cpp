@@ -58,9 +58,11 @@ int main(int argc, char** argv)
         Server server(o, argv[3], 0);
         std::printf("PORT %u\n", server.port());
         std::fflush(stdout);
+        // Exposed memory outlives the connection that exposes it.
+        std::shared_ptr<MemoryRegion> region;
         Connection c = server.accept(Deadline::after(60s));
         constexpr std::size_t size = 8u << 20;
-        auto region = c.allocate(size, Access::remote_read_write);
+        region = c.allocate(size, Access::remote_read_write);
         (void)c.exchange(region->remote(), Deadline::after(30s));
         auto echo = c.allocate(4u << 20, Access::local);
         int ctx = 0;

@@ -88,7 +88,7 @@ Pair connect_pair(const Case& c, const Options& base)
     client_options.provider.clear(); // the server decides
     Connection client = Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
                                             client_options, soon());
-    return Pair{accepted.get(), std::move(client)};
+    return Pair{{}, accepted.get(), std::move(client)};
 }
 
 void fill_pattern(std::span<std::byte> out, std::uint64_t seed)

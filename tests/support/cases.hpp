@@ -31,8 +31,17 @@ std::optional<std::string> unavailable(const Case& c, const Options& base = {});
 
 /// Two connected ends in this process: `server` accepted, `client` connected.
 struct Pair {
+    /// Regions the server exposes outlive both endpoints (destroyed last): a
+    /// target's provider may still touch them after the initiator's operation
+    /// completed (tcp in libfabric 1.17 does, measured under ASan).
+    std::vector<std::shared_ptr<MemoryRegion>> exposed;
     Connection server;
     Connection client;
+
+    std::shared_ptr<MemoryRegion> expose(std::size_t size, Access access)
+    {
+        return exposed.emplace_back(server.allocate(size, access));
+    }
 };
 Pair connect_pair(const Case& c, const Options& base = {});
 
