@@ -3,6 +3,7 @@
 // comparing provider names.
 #include <algorithm>
 #include <array>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -87,6 +88,25 @@ std::string error_hint(std::string_view fi_prov_name, int code)
 {
     const Traits& t = traits_for(fi_prov_name);
     return t.error_hint ? t.error_hint(code) : std::string{};
+}
+
+int numa_node(const fi_info* info)
+{
+    const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");
+    if (t.numa_node)
+        return t.numa_node(info);
+    if (!t.ip_addressing || !info->domain_attr->name)
+        return -1;
+    // IP providers name their domain after the network interface.
+    std::FILE* f = std::fopen(
+        fmt::format("/sys/class/net/{}/device/numa_node", info->domain_attr->name).c_str(), "r");
+    int node = -1;
+    if (f) {
+        if (std::fscanf(f, "%d", &node) != 1)
+            node = -1;
+        std::fclose(f);
+    }
+    return node;
 }
 
 std::string describe(const fi_info* info)

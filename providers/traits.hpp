@@ -53,6 +53,9 @@ struct Traits {
     /// Optional line about the device behind a chosen fi_info, for the report
     /// (verbs: InfiniBand / RoCE v1 / RoCE v2 / iWARP, GID type and index).
     std::string (*describe)(const fi_info* info) = nullptr;
+    /// NUMA node of the device behind a domain (-1 unknown); nullptr: the
+    /// domain is a network interface (IP providers) or has no device (shm).
+    int (*numa_node)(const fi_info* info) = nullptr;
     /// Extra fix text for an error code seen on this provider ("" when none).
     std::string (*error_hint)(int code) = nullptr;
 };
@@ -87,6 +90,9 @@ weft::Quirks quirks_for(const fi_info* info);
 
 /// Extra fix text for an error on this provider, or "".
 std::string error_hint(std::string_view fi_prov_name, int code);
+
+/// NUMA node of the device behind `info`'s domain, or -1 when unknown.
+int numa_node(const fi_info* info);
 
 /// The device line for a report, or "".
 std::string describe(const fi_info* info);

@@ -4,6 +4,7 @@
 // libibverbs: which ports are ACTIVE, whether a device is iWARP, its CQ limit.
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -92,6 +93,24 @@ std::string verbs_describe(const fi_info* info)
     return {};
 }
 
+int verbs_numa_node(const fi_info* info)
+{
+    if (!info->domain_attr->name)
+        return -1;
+    const auto device = find_verbs_device(info->domain_attr->name);
+    if (!device)
+        return -1;
+    std::FILE* f = std::fopen(
+        fmt::format("/sys/class/infiniband/{}/device/numa_node", device->name).c_str(), "r");
+    int node = -1;
+    if (f) {
+        if (std::fscanf(f, "%d", &node) != 1)
+            node = -1;
+        std::fclose(f);
+    }
+    return node;
+}
+
 } // namespace
 
 const Traits verbs = {
@@ -106,6 +125,7 @@ const Traits verbs = {
     .probe = verbs_probe,
     .prepare = verbs_prepare,
     .describe = verbs_describe,
+    .numa_node = verbs_numa_node,
     .error_hint = verbs_hint,
 };
 

@@ -46,6 +46,10 @@ Endpoint::~Endpoint() = default;
 void Endpoint::open_fid(Info owned)
 {
     fi_info* info = ep_info_.emplace(std::move(owned)).get();
+    // Completions are selective (write_batch asks for one every N writes); the
+    // plain calls keep generating them through the default op_flags.
+    info->tx_attr->op_flags |= FI_COMPLETION;
+    info->rx_attr->op_flags |= FI_COMPLETION;
     fid_ep* raw = nullptr;
     detail::check(fi_endpoint(domain_->get(), info, &raw, nullptr), "fi_endpoint", provider());
     ep_owner_.reset(raw);
@@ -67,8 +71,9 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     if (quirks_.max_cq_entries && cq_size > quirks_.max_cq_entries)
         cq_size = quirks_.max_cq_entries;
     cq_ = CompletionQueue::open(domain_, cq_size);
-    detail::check(fi_ep_bind(ep_, &cq_->get()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)",
-                  provider());
+    detail::check(fi_ep_bind(ep_, &cq_->get()->fid,
+                             FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION),
+                  "fi_ep_bind(cq)", provider());
     if (kind_ == EndpointKind::msg) {
         eq_ = eq;
         detail::check(fi_ep_bind(ep_, &eq_->get()->fid, 0), "fi_ep_bind(eq)", provider());
@@ -139,7 +144,8 @@ void Endpoint::repost_lent()
 
 void Endpoint::start_progress_thread()
 {
-    progress_ = std::make_unique<ProgressThread>(cq_, activity_, options_.progress_interval);
+    progress_ = std::make_unique<ProgressThread>(cq_, activity_, options_.progress_interval,
+                                                 options_.progress_cpu);
 }
 
 std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, const Info& info,

@@ -68,6 +68,36 @@ void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset, v
     });
 }
 
+std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteRegion& dst,
+                                  void* context, std::size_t signal_every, Peer peer)
+{
+    for (const Write& w : writes)
+        (void)dst.write_address(w.offset, w.src.len);
+    // Unsignaled writes hold transmit slots until a later signaled one
+    // completes: signal at least every half queue.
+    const std::size_t half_queue = std::max<std::size_t>(1, info()->tx_attr->size / 2);
+    const std::size_t every = signal_every ? std::min(signal_every, half_queue) : half_queue;
+    std::size_t signaled = 0;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+        const Write& w = writes[i];
+        const bool last = i + 1 == writes.size();
+        const bool signal = last || (i + 1) % every == 0;
+        // FI_INJECT only on unsignaled writes: some providers drop the
+        // completion of an injected write that asked for one.
+        const std::uint64_t flags = (last ? 0 : FI_MORE) | (signal ? FI_COMPLETION : 0) |
+                                    (!signal && w.src.len <= inject_size_ ? FI_INJECT : 0);
+        iovec iov{w.src.addr, w.src.len};
+        void* desc = w.src.desc;
+        fi_rma_iov rma{dst.write_address(w.offset, w.src.len), w.src.len, dst.key()};
+        // Unsignaled writes carry weft's own context: tcp and net complete them
+        // anyway, and those completions must not reach the caller.
+        fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : &internal_, 0};
+        post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, flags); });
+        signaled += signal;
+    }
+    return signaled;
+}
+
 void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
                       void* context, Peer peer)
 {

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "weft/memory_region.hpp"
 
+#include <fcntl.h>
+#include <numaif.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "../providers/traits.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
 
@@ -66,7 +73,7 @@ std::shared_ptr<MemoryRegion> MemoryRegion::register_memory(std::shared_ptr<Doma
 
 std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> domain,
                                                      std::size_t size, Access access,
-                                                     const Endpoint* bind_to)
+                                                     const Endpoint* bind_to, Placement placement)
 {
     if (size == 0)
         throw UsageError("MemoryRegion::allocate", -FI_EINVAL, std::string(domain->provider()),
@@ -76,6 +83,14 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
     void* p = std::aligned_alloc(page, rounded);
     if (!p)
         throw std::bad_alloc();
+    if (placement == Placement::near_device) {
+        // Prefer the device's node, then touch the pages so they land there.
+        const int node = providers::numa_node(domain->info().get());
+        if (node >= 0 && node < 64) {
+            const unsigned long mask = 1ul << node;
+            (void)mbind(p, rounded, MPOL_PREFERRED, &mask, 64, 0);
+        }
+    }
     std::memset(p, 0, rounded);
     std::shared_ptr<std::byte[]> owned(static_cast<std::byte*>(p),
                                        [](std::byte* q) { std::free(q); });
@@ -83,6 +98,44 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
                                              std::span(owned.get(), size), access, owned);
     mr->register_with(bind_to);
     return mr;
+}
+
+std::shared_ptr<MemoryRegion> MemoryRegion::map_file(std::shared_ptr<Domain> domain,
+                                                     const std::string& path, Access access,
+                                                     const Endpoint* bind_to)
+{
+    const bool writable = access == Access::remote_write || access == Access::remote_read_write;
+    const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        detail::throw_error("open", -errno, std::string(domain->provider()),
+                            fmt::format("cannot open {} to map it", path));
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || st.st_size == 0) {
+        ::close(fd);
+        throw UsageError("MemoryRegion::map_file", -FI_EINVAL, std::string(domain->provider()),
+                         fmt::format("{} is empty or cannot be read: nothing to map", path));
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    void* p = mmap(nullptr, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED)
+        detail::throw_error("mmap", -errno, std::string(domain->provider()),
+                            fmt::format("mapping {} ({} B)", path, size));
+    std::shared_ptr<std::byte[]> owned(static_cast<std::byte*>(p),
+                                       [size](std::byte* q) { munmap(q, size); });
+    auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain),
+                                             std::span(owned.get(), size), access, owned);
+    mr->read_only_ = !writable;
+    mr->register_with(bind_to);
+    return mr;
+}
+
+int MemoryRegion::numa_node() const noexcept
+{
+    int node = -1;
+    if (get_mempolicy(&node, nullptr, 0, memory_.data(), MPOL_F_NODE | MPOL_F_ADDR) != 0)
+        return -1;
+    return node;
 }
 
 void MemoryRegion::register_with(const Endpoint* bind_to)
@@ -93,12 +146,12 @@ void MemoryRegion::register_with(const Endpoint* bind_to)
     // Local roles are always granted; remote access only as asked. On iWARP the
     // sink of an RDMA read is written by the peer's read response, so it needs
     // remote-write access too (libfabric#1707, #3521).
-    std::uint64_t flags = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    std::uint64_t flags = read_only_ ? FI_SEND | FI_WRITE : FI_SEND | FI_RECV | FI_READ | FI_WRITE;
     if (access_ == Access::remote_read || access_ == Access::remote_read_write)
         flags |= FI_REMOTE_READ;
     if (access_ == Access::remote_write || access_ == Access::remote_read_write)
         flags |= FI_REMOTE_WRITE;
-    if (domain_->quirks().read_sink_needs_remote_write)
+    if (domain_->quirks().read_sink_needs_remote_write && !read_only_)
         flags |= FI_REMOTE_WRITE;
 
     iovec iov{memory_.data(), memory_.size()};

@@ -109,6 +109,18 @@ public:
     /// inline (fi_inject_write); weft then reports their completion itself.
     void write(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
                Peer peer = {});
+    /// One write of a batch: `src` to the batch's RemoteRegion at `offset`.
+    struct Write {
+        Local src;
+        std::uint64_t offset;
+    };
+    /// Posts `writes` as one chain (FI_MORE on all but the last, so the provider
+    /// may ring its doorbell once) and asks for a completion, carrying `context`,
+    /// only on every `signal_every`-th write and the last (0 = the last only).
+    /// Returns how many completions to expect. Every range is checked first:
+    /// nothing is posted when one is bad.
+    std::size_t write_batch(std::span<const Write> writes, const RemoteRegion& dst, void* context,
+                            std::size_t signal_every = 0, Peer peer = {});
     /// Gathers `src` (at most rma_iov_limit entries) into one remote range.
     void writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
                 void* context, Peer peer = {});

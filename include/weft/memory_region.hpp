@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include <rdma/fi_domain.h>
 
@@ -26,6 +27,10 @@ enum class Access : std::uint8_t {
     remote_write = 2,
     remote_read_write = 3,
 };
+
+/// Where allocate() places memory: anywhere (the default), or on the NUMA
+/// node of the device behind the domain (when the machine says which node).
+enum class Placement : std::uint8_t { anywhere, near_device };
 
 /// A registered span of local memory: what the data path takes as source or
 /// sink. Trivially copyable; valid while its MemoryRegion lives.
@@ -48,7 +53,16 @@ public:
                                                          const Endpoint* bind_to = nullptr);
     /// Allocates page-aligned, zeroed memory owned by the region, and registers it.
     static std::shared_ptr<MemoryRegion> allocate(std::shared_ptr<Domain> domain, std::size_t size,
-                                                  Access access, const Endpoint* bind_to = nullptr);
+                                                  Access access, const Endpoint* bind_to = nullptr,
+                                                  Placement placement = Placement::anywhere);
+    /// Maps a file (shared, read-only unless `access` grants remote writes) and
+    /// registers the mapping itself: peers read the file with RMA, no copy.
+    static std::shared_ptr<MemoryRegion> map_file(std::shared_ptr<Domain> domain,
+                                                  const std::string& path,
+                                                  Access access = Access::remote_read,
+                                                  const Endpoint* bind_to = nullptr);
+    /// The NUMA node the memory's first page is on, or -1 when unknown.
+    int numa_node() const noexcept;
 
     std::byte* data() const noexcept { return memory_.data(); }
     std::size_t size() const noexcept { return memory_.size(); }
@@ -75,6 +89,7 @@ public:
 
 private:
     void register_with(const Endpoint* bind_to);
+    bool read_only_ = false; // a read-only mapping: no local write roles (verbs needs that)
 
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<std::byte[]> owned_; // memory from allocate(); freed after the fid closes

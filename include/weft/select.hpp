@@ -57,6 +57,8 @@ struct Options {
     /// How often a weft progress thread checks an endpoint; it drives progress
     /// only when the application has not polled since the last check.
     std::chrono::microseconds progress_interval{100};
+    /// Pin progress threads to this CPU (e.g. one near the device); none = unpinned.
+    std::optional<int> progress_cpu;
     /// Transmit / receive queue depth (0 = provider default, capped to device limits).
     std::size_t tx_depth = 0;
     std::size_t rx_depth = 0;

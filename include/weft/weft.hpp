@@ -4,6 +4,7 @@
 
 #include "weft/address_vector.hpp"
 #include "weft/bootstrap.hpp"
+#include "weft/buffer_pool.hpp"
 #include "weft/completion_queue.hpp"
 #include "weft/connection.hpp"
 #include "weft/deadline.hpp"
@@ -16,6 +17,7 @@
 #include "weft/listener.hpp"
 #include "weft/memory_region.hpp"
 #include "weft/progress.hpp"
+#include "weft/registration_cache.hpp"
 #include "weft/remote_region.hpp"
 #include "weft/select.hpp"
 #include "weft/version.hpp"
