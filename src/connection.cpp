@@ -150,11 +150,15 @@ Connection Connection::connect(std::string_view host_port, const Options& option
 }
 
 Server::Server(const Options& options, std::string_view host, std::uint16_t port)
-    : side_(host, port)
+    : Server(options, SideListener(host, port))
+{
+}
+
+Server::Server(const Options& options, SideListener listener) : side_(std::move(listener))
 {
     Options opts = options;
-    if (opts.node.empty() && !is_wildcard(host))
-        opts.node = std::string(host); // the fabric listens where the side channel does
+    if (opts.node.empty() && !is_wildcard(side_.host()))
+        opts.node = side_.host(); // the fabric listens where the side channel does
     selection_ = std::make_shared<const Selection>(select(opts));
     fabric_ = Fabric::open(selection_->info());
     domain_ = Domain::open(fabric_, selection_->info());

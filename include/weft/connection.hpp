@@ -91,6 +91,8 @@ public:
     /// Chooses the provider now (see selection().report()) and listens on
     /// host:port for side-channel connections (port 0 = any free port).
     Server(const Options& options, std::string_view host, std::uint16_t port);
+    /// The same on a side-channel listener the caller already opened.
+    Server(const Options& options, SideListener listener);
 
     std::uint16_t port() const noexcept { return side_.port(); }
     const Selection& selection() const noexcept { return *selection_; }

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "info.hpp"
+#include "weft_bench.hpp"
 #include "pingpong.hpp"
 #include "weft/version.hpp"
 
@@ -33,6 +34,11 @@ int main(int argc, char** argv)
     doc->add_option("--shm-peer", doctor.shm_peer,
                     "also check cross-memory attach (shm) to this process id");
 
+    weft::bench::Config bench;
+    auto* bn = app.add_subcommand("bench", "latency, bandwidth, message rate and IOPS of RMA "
+                                           "patterns; compare with weft-raw-bench");
+    weft::bench::add_options(*bn, bench);
+
     CLI11_PARSE(app, argc, argv);
     try {
         if (*pp)
@@ -41,6 +47,8 @@ int main(int argc, char** argv)
             return weft::tool::info(info_json);
         if (*doc)
             return weft::tool::doctor(doctor);
+        if (*bn)
+            return weft::bench::run(bench, weft::bench::weft_factory());
     } catch (const std::exception& e) {
         std::cerr << "weft: " << e.what() << "\n";
         return 1;

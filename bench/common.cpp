@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+#include "common.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define WEFT_HAVE_CALLGRIND 1
+#endif
+
+namespace weft::bench {
+namespace {
+
+using namespace std::chrono;
+
+constexpr std::pair<Pattern, std::string_view> names[] = {
+    {Pattern::lat_write, "lat-write"}, {Pattern::lat_read, "lat-read"},
+    {Pattern::lat_notify, "lat-notify"}, {Pattern::bw_write, "bw-write"},
+    {Pattern::bw_read, "bw-read"},     {Pattern::bw_notify, "bw-notify"},
+    {Pattern::rate, "rate"},           {Pattern::iops, "iops"},
+    {Pattern::cpu_write, "cpu-write"},
+};
+
+bool is_latency(Pattern p)
+{
+    return p == Pattern::lat_write || p == Pattern::lat_read || p == Pattern::lat_notify ||
+           p == Pattern::cpu_write;
+}
+
+std::vector<std::size_t> default_sizes(Pattern p)
+{
+    switch (p) {
+    case Pattern::rate:
+    case Pattern::cpu_write: return {8};
+    case Pattern::iops: return {4096};
+    default: break;
+    }
+    std::vector<std::size_t> out;
+    for (std::size_t s = 8; s <= (std::size_t{4} << 20); s *= 2)
+        out.push_back(s);
+    return out;
+}
+
+std::uint64_t default_iterations(Pattern p)
+{
+    switch (p) {
+    case Pattern::lat_write:
+    case Pattern::lat_read:
+    case Pattern::lat_notify: return 2000;
+    case Pattern::cpu_write: return 20000;
+    case Pattern::rate: return 200000;
+    default: return 20000;
+    }
+}
+
+std::string size_str(double v)
+{
+    if (v >= (1ull << 30))
+        return fmt::format("{:.4g}g", v / (1ull << 30));
+    if (v >= (1 << 20))
+        return fmt::format("{:.4g}m", v / (1 << 20));
+    if (v >= 1024)
+        return fmt::format("{:.4g}k", v / 1024);
+    return fmt::format("{:g}", v);
+}
+
+double mb_per_s(const Row& r)
+{
+    return static_cast<double>(r.iterations) * r.transfers_per_iteration *
+           static_cast<double>(r.size) / r.seconds / 1e6;
+}
+double usec_per_xfer(const Row& r)
+{
+    return r.seconds * 1e6 / (static_cast<double>(r.iterations) * r.transfers_per_iteration);
+}
+
+void write_plot(const std::string& path, Pattern p, const std::string& title,
+                const std::vector<Row>& rows)
+{
+    const std::string data = path + ".dat";
+    {
+        std::ofstream d(data);
+        for (const auto& r : rows)
+            d << r.size << ' ' << (is_latency(p) ? usec_per_xfer(r) : mb_per_s(r)) << '\n';
+    }
+    const bool svg = path.size() > 4 && path.substr(path.size() - 4) == ".svg";
+    const std::string script = path + ".gp";
+    {
+        std::ofstream g(script);
+        g << (svg ? "set terminal svg size 900,540\n" : "set terminal pngcairo size 900,540\n")
+          << "set output '" << path << "'\n"
+          << "set title '" << title << "'\n"
+          << "set logscale x 2\nset grid\nset key off\n"
+          << "set xlabel 'bytes'\n"
+          << "set ylabel '" << (is_latency(p) ? "usec per transfer (one way)" : "MB/s") << "'\n"
+          << (is_latency(p) ? "set logscale y 10\n" : "")
+          << "plot '" << data << "' using 1:2 with linespoints lw 2 pt 7\n";
+    }
+    const int rc = std::system(fmt::format("gnuplot '{}' 2>&1", script).c_str());
+    if (rc != 0)
+        std::fprintf(stderr, "bench: gnuplot failed (installed? apt-get install gnuplot-nox); "
+                             "data in %s\n",
+                     data.c_str());
+}
+
+int client(const Config& cfg, End& end, const std::string& label)
+{
+    std::vector<Row> rows;
+    const auto sizes = cfg.sizes.empty() ? default_sizes(cfg.pattern) : cfg.sizes;
+    const std::uint64_t cap = cfg.iterations ? cfg.iterations : default_iterations(cfg.pattern);
+    const int xfers = cfg.pattern == Pattern::lat_write || cfg.pattern == Pattern::lat_notify ? 2 : 1;
+    const auto title = fmt::format("{} {} ({})", label, to_string(cfg.pattern), end.describe());
+    if (!cfg.quiet && !cfg.json) {
+        std::printf("# %s, queue depth %zu\n", title.c_str(),
+                    is_latency(cfg.pattern) ? std::size_t{1} : cfg.queue_depth);
+        std::printf("%-10s%-8s%-8s%8s %10s%13s%13s\n", "bytes", "iters", "total", "time", "MB/sec",
+                    "usec/xfer", "Mxfers/sec");
+    }
+    std::size_t n = 0;
+    for (const std::size_t size : sizes) {
+        ++n;
+        if (cfg.progress)
+            std::fprintf(stderr, "bench: [%zu/%zu] %s %zu B\n", n, sizes.size(),
+                         std::string(to_string(cfg.pattern)).c_str(), size);
+        // Warm up, then size the timed round to the budget.
+        const std::uint64_t warm = std::min<std::uint64_t>(cap, is_latency(cfg.pattern) ? 50 : 2 * cfg.queue_depth);
+        const double t = end.round({cfg.pattern, size, warm, cfg.queue_depth});
+        const double per = t / static_cast<double>(warm);
+        std::uint64_t iters = cap;
+        const double budget = duration<double>(cfg.budget).count();
+        if (per > 0 && per * static_cast<double>(iters) > budget)
+            iters = std::max<std::uint64_t>(warm, static_cast<std::uint64_t>(budget / per));
+        instrumentation_start();
+        Row row{size, iters, end.round({cfg.pattern, size, iters, cfg.queue_depth}), xfers};
+        instrumentation_stop();
+        rows.push_back(row);
+        if (!cfg.quiet && !cfg.json) {
+            const double x = static_cast<double>(row.iterations) * xfers;
+            std::printf("%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.3f\n", size_str(static_cast<double>(size)).c_str(),
+                        size_str(static_cast<double>(row.iterations)).c_str(),
+                        size_str(x * static_cast<double>(size)).c_str(), row.seconds, mb_per_s(row),
+                        usec_per_xfer(row), x / row.seconds / 1e6);
+            std::fflush(stdout);
+        }
+    }
+    send_plan(end.side(), {cfg.pattern, 0, 0, 0}, Deadline::after(cfg.timeout));
+    if (cfg.json) {
+        nlohmann::json j;
+        j["tool"] = label;
+        j["pattern"] = to_string(cfg.pattern);
+        j["transport"] = end.describe();
+        j["queue_depth"] = is_latency(cfg.pattern) ? 1 : cfg.queue_depth;
+        for (const auto& r : rows)
+            j["rows"].push_back({{"bytes", r.size},
+                                 {"iterations", r.iterations},
+                                 {"seconds", r.seconds},
+                                 {"mb_per_s", mb_per_s(r)},
+                                 {"usec_per_xfer", usec_per_xfer(r)},
+                                 {"mxfers_per_s", static_cast<double>(r.iterations) * r.transfers_per_iteration / r.seconds / 1e6}});
+        std::printf("%s\n", j.dump().c_str());
+    }
+    if (!cfg.plot.empty())
+        write_plot(cfg.plot, cfg.pattern, title, rows);
+    return 0;
+}
+
+void server(const Config& cfg, End& end)
+{
+    for (;;) {
+        const Plan plan = receive_plan(end.side(), Deadline::after(std::chrono::hours(1)));
+        if (plan.size == 0)
+            return;
+        end.serve(plan);
+    }
+    (void)cfg;
+}
+
+int run_both(const Config& cfg, const Factory& factory)
+{
+    const std::string host = cfg.node.empty() ? "127.0.0.1" : cfg.node;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        throw std::runtime_error("pipe2 failed");
+    std::fflush(stdout);
+    const pid_t pid = fork(); // before any libfabric call in this process
+    if (pid == 0) {
+        close(fds[0]);
+        int status = 0;
+        try {
+            SideListener listener(host, 0);
+            const auto msg = fmt::format("P{}\n", listener.port());
+            (void)!write(fds[1], msg.data(), msg.size());
+            auto end = factory.accept(cfg, listener);
+            server(cfg, *end);
+        } catch (const std::exception& e) {
+            const auto msg = fmt::format("E{}", e.what());
+            (void)!write(fds[1], msg.data(), msg.size());
+            status = 1;
+        }
+        close(fds[1]);
+        std::fflush(nullptr);
+        _exit(status);
+    }
+    close(fds[1]);
+    std::string line;
+    char ch = 0;
+    const auto deadline = Deadline::after(cfg.timeout);
+    while (line.empty() || line[0] == 'E' || line.back() != '\n') {
+        pollfd p{fds[0], POLLIN, 0};
+        if (::poll(&p, 1, deadline.remaining_ms()) <= 0 || read(fds[0], &ch, 1) != 1)
+            break;
+        line += ch;
+    }
+    auto reap = [&] {
+        int st = 0;
+        const auto until = Deadline::after(cfg.timeout);
+        while (waitpid(pid, &st, WNOHANG) == 0) {
+            if (until.expired()) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &st, 0);
+                return 1;
+            }
+            std::this_thread::sleep_for(milliseconds(5));
+        }
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    };
+    if (line.empty() || line[0] != 'P') {
+        close(fds[0]);
+        kill(pid, SIGKILL);
+        reap();
+        throw std::runtime_error(line.empty() ? "the server process did not start"
+                                              : "server: " + line.substr(1));
+    }
+    const std::string port = line.substr(1, line.size() - 2);
+    int status = 0;
+    try {
+        auto end = factory.connect(cfg, host + ":" + port);
+        status = client(cfg, *end, factory.label);
+    } catch (...) {
+        line.clear();
+        while (read(fds[0], &ch, 1) == 1)
+            line += ch;
+        close(fds[0]);
+        kill(pid, SIGKILL);
+        reap();
+        if (line.size() > 1 && line[0] == 'E')
+            throw std::runtime_error("server: " + line.substr(1));
+        throw;
+    }
+    close(fds[0]);
+    const int child = reap();
+    return status ? status : child;
+}
+
+} // namespace
+
+std::string_view to_string(Pattern p) noexcept
+{
+    for (const auto& [pattern, name] : names)
+        if (pattern == p)
+            return name;
+    return "?";
+}
+
+std::optional<Pattern> parse_pattern(std::string_view text)
+{
+    for (const auto& [pattern, name] : names)
+        if (name == text)
+            return pattern;
+    return std::nullopt;
+}
+
+std::size_t region_size(Pattern p, std::size_t size, std::size_t queue_depth)
+{
+    if (p == Pattern::iops)
+        return std::max(iops_region, size);
+    if (p == Pattern::rate)
+        return size * std::max<std::size_t>(queue_depth, 1) * 16;
+    return size;
+}
+
+void send_plan(SideChannel& side, const Plan& plan, Deadline deadline)
+{
+    std::array<std::byte, 32> b{};
+    const std::uint64_t fields[4] = {static_cast<std::uint64_t>(plan.pattern), plan.size,
+                                     plan.iterations, plan.queue_depth};
+    std::memcpy(b.data(), fields, sizeof fields);
+    side.send(Frame::data, b, deadline);
+}
+
+Plan receive_plan(SideChannel& side, Deadline deadline)
+{
+    const auto b = side.receive(Frame::data, deadline);
+    if (b.size() != 32)
+        throw std::runtime_error("malformed plan from the benchmark client");
+    std::uint64_t f[4];
+    std::memcpy(f, b.data(), sizeof f);
+    return {static_cast<Pattern>(f[0]), f[1], f[2], f[3]};
+}
+
+void add_options(CLI::App& app, Config& cfg)
+{
+    app.add_option_function<std::string>(
+           "pattern",
+           [&](const std::string& v) {
+               if (auto p = parse_pattern(v))
+                   cfg.pattern = *p;
+               else
+                   throw CLI::ValidationError("pattern", "one of lat-write, lat-read, lat-notify, "
+                                                         "bw-write, bw-read, bw-notify, rate, iops, "
+                                                         "cpu-write");
+           },
+           "lat-write (default), lat-read, lat-notify, bw-write, bw-read, bw-notify, rate, iops, "
+           "cpu-write");
+    app.add_option("-p,--provider", cfg.provider, "provider (default: automatic)");
+    app.add_flag_callback("--rdm", [&] { cfg.kind = EndpointKind::rdm; }, "RDM endpoints");
+    app.add_flag_callback("--msg", [&] { cfg.kind = EndpointKind::msg; }, "MSG endpoints");
+    app.add_flag("--shm", cfg.allow_shm, "allow shared memory");
+    app.add_option("--bind", cfg.node, "address both ends bind to (default 127.0.0.1)");
+    app.add_option_function<std::string>(
+        "-s,--sizes",
+        [&](const std::string& v) {
+            cfg.sizes.clear();
+            std::size_t pos = 0;
+            while (pos < v.size()) {
+                const auto comma = v.find(',', pos);
+                std::string item = v.substr(pos, comma == std::string::npos ? v.npos : comma - pos);
+                std::size_t mult = 1;
+                if (!item.empty() && (item.back() == 'k' || item.back() == 'K'))
+                    mult = 1024, item.pop_back();
+                else if (!item.empty() && (item.back() == 'm' || item.back() == 'M'))
+                    mult = 1u << 20, item.pop_back();
+                cfg.sizes.push_back(std::stoul(item) * mult);
+                if (comma == std::string::npos)
+                    break;
+                pos = comma + 1;
+            }
+        },
+        "sizes, e.g. 8,4k,64k,1m (default: 8 B .. 4 MiB)");
+    app.add_option("-n,--iters", cfg.iterations, "iterations per size, at most");
+    app.add_option_function<int>("--budget-ms", [&](int v) { cfg.budget = milliseconds(v); },
+                                 "time per size, at most (default 400)");
+    app.add_option("-q,--queue-depth", cfg.queue_depth, "operations in flight (bw, rate, iops)")
+        ->check(CLI::Range(1, 4096));
+    app.add_flag("--json", cfg.json, "one JSON object on stdout");
+    app.add_option("--plot", cfg.plot, "plot the sweep to FILE (.png or .svg; needs gnuplot)");
+    app.add_flag("--progress", cfg.progress, "one line per size on stderr");
+    app.add_option("--server", cfg.server, "serve one client on [host:]port");
+    app.add_option("--connect", cfg.connect, "run against a server at host:port");
+    app.add_option_function<int>("--timeout", [&](int v) { cfg.timeout = seconds(v); },
+                                 "seconds any single wait may take (default 30)");
+}
+
+int run(const Config& cfg, const Factory& factory)
+{
+    if (!cfg.server.empty()) {
+        auto [host, port] = split_host_port(cfg.server.find(':') == std::string::npos
+                                                ? "0.0.0.0:" + cfg.server
+                                                : cfg.server);
+        SideListener listener(host, port);
+        auto end = factory.accept(cfg, listener);
+        server(cfg, *end);
+        return 0;
+    }
+    if (!cfg.connect.empty()) {
+        auto end = factory.connect(cfg, cfg.connect);
+        return client(cfg, *end, factory.label);
+    }
+    return run_both(cfg, factory);
+}
+
+void instrumentation_start() noexcept
+{
+#ifdef WEFT_HAVE_CALLGRIND
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_START_INSTRUMENTATION;
+#endif
+}
+
+void instrumentation_stop() noexcept
+{
+#ifdef WEFT_HAVE_CALLGRIND
+    CALLGRIND_STOP_INSTRUMENTATION;
+    CALLGRIND_DUMP_STATS_AT("timed loop");
+#endif
+}
+
+} // namespace weft::bench

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/// @brief What `weft bench` and the raw-libfabric baseline share: the patterns,
+/// the sweep, the two-process orchestration and the output (fabtests-style
+/// columns, JSON, a plot). The data path is each side's own.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "weft/bootstrap.hpp"
+#include "weft/info.hpp"
+
+namespace weft::bench {
+
+enum class Pattern {
+    lat_write,  ///< RMA write ping-pong; the target polls the last bytes (ib_write_lat style)
+    lat_read,   ///< RMA read from a passive target, one at a time
+    lat_notify, ///< write-with-notify ping-pong
+    bw_write,   ///< windowed RMA writes (queue depth)
+    bw_read,    ///< windowed RMA reads
+    bw_notify,  ///< windowed writes-with-notify; the target counts them
+    rate,       ///< small writes in batches, a completion every 16: operations per second
+    iops,       ///< reads at queue depth, random offsets in a 64 MiB region: the storage pattern
+    cpu_write,  ///< post one write, reap its completion, repeat: instructions per operation
+};
+std::string_view to_string(Pattern p) noexcept;
+std::optional<Pattern> parse_pattern(std::string_view text);
+
+struct Config {
+    Pattern pattern = Pattern::lat_write;
+    std::string provider;                ///< "" = automatic
+    std::optional<EndpointKind> kind;
+    bool allow_shm = false;
+    std::string node;                    ///< address to bind (both ends use it in the default mode)
+    std::vector<std::size_t> sizes;      ///< empty = the pattern's default sweep
+    std::uint64_t iterations = 0;        ///< per size, at most (0 = pattern default)
+    std::chrono::milliseconds budget{400}; ///< per size, at most
+    std::size_t queue_depth = 64;
+    bool json = false;
+    std::string plot;                    ///< write a plot (.png or .svg) of the sweep
+    bool quiet = false;
+    bool progress = false;               ///< print one line per size to stderr
+    std::string server;                  ///< [host:]port: serve one client
+    std::string connect;                 ///< host:port: be the client
+    std::chrono::seconds timeout{30};
+};
+
+void add_options(CLI::App& app, Config& config);
+
+struct Row {
+    std::size_t size = 0;
+    std::uint64_t iterations = 0;
+    double seconds = 0;
+    int transfers_per_iteration = 1;
+    std::uint64_t instructions = 0; ///< under callgrind: instructions in the timed loop
+};
+
+/// A plan the client sends the server before each round.
+struct Plan {
+    Pattern pattern;
+    std::uint64_t size;       // 0 ends the session
+    std::uint64_t iterations;
+    std::uint64_t queue_depth;
+};
+void send_plan(SideChannel& side, const Plan& plan, Deadline deadline);
+Plan receive_plan(SideChannel& side, Deadline deadline);
+
+/// The transport-specific half: one connected end.
+class End {
+public:
+    virtual ~End() = default;
+    /// Client: runs one round and returns its duration (seconds).
+    virtual double round(const Plan& plan) = 0;
+    /// Server: its part of one round (echo, count, or stay passive), until the
+    /// client's "round done" arrives on the side channel.
+    virtual void serve(const Plan& plan) = 0;
+    /// What ran: "weft tcp MSG" / "raw tcp MSG".
+    virtual std::string describe() const = 0;
+    virtual SideChannel& side() = 0;
+};
+
+/// How a tool makes its ends.
+struct Factory {
+    std::string label; ///< "weft" or "raw"
+    std::function<std::unique_ptr<End>(const Config&, SideListener&)> accept;
+    std::function<std::unique_ptr<End>(const Config&, const std::string& host_port)> connect;
+};
+
+/// Runs the configured roles (both ends on this machine by default) and prints
+/// the results. Returns the exit status.
+int run(const Config& config, const Factory& factory);
+
+/// The largest buffer a pattern needs for `size`.
+std::size_t region_size(Pattern p, std::size_t size, std::size_t queue_depth);
+
+/// The size of the random-access region of Pattern::iops.
+inline constexpr std::size_t iops_region = 64u << 20;
+
+/// Callgrind markers around the timed loop (no-ops outside valgrind).
+void instrumentation_start() noexcept;
+void instrumentation_stop() noexcept;
+
+} // namespace weft::bench

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+// The benchmark patterns over weft's API.
+#include "weft_bench.hpp"
+
+#include <atomic>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "weft/weft.hpp"
+
+namespace weft::bench {
+namespace {
+
+using namespace std::chrono;
+
+std::uint64_t load_stamp(const std::byte* p)
+{
+    std::uint64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/// Reads the last (up to 8) bytes, as another agent writes them.
+std::uint64_t tail_stamp(const std::byte* region, std::size_t size)
+{
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (size >= 8)
+        return load_stamp(region + size - 8);
+    std::uint64_t v = 0;
+    std::memcpy(&v, region, size);
+    return v;
+}
+
+void put_stamp(std::byte* region, std::size_t size, std::uint64_t stamp)
+{
+    if (size >= 8)
+        std::memcpy(region + size - 8, &stamp, 8);
+    else
+        std::memcpy(region, &stamp, size);
+}
+
+std::uint64_t masked(std::uint64_t stamp, std::size_t size)
+{
+    return size >= 8 ? stamp : stamp & ((std::uint64_t{1} << (8 * size)) - 1);
+}
+
+class WeftEnd final : public End {
+public:
+    WeftEnd(Connection c, const Config& cfg) : c_(std::move(c)), cfg_(cfg), ep_(c_.endpoint()) {}
+
+    std::string describe() const override
+    {
+        return fmt::format("{} {}", c_.selection().provider(), to_string(c_.selection().kind()));
+    }
+    SideChannel& side() override { return c_.side(); }
+
+    double round(const Plan& plan) override
+    {
+        send_plan(side(), plan, Deadline::after(cfg_.timeout));
+        prepare(plan);
+        const auto start = steady_clock::now();
+        switch (plan.pattern) {
+        case Pattern::lat_write: lat_write(plan); break;
+        case Pattern::lat_read: lat_read(plan); break;
+        case Pattern::lat_notify: lat_notify(plan); break;
+        case Pattern::bw_write:
+        case Pattern::bw_read:
+        case Pattern::bw_notify:
+        case Pattern::iops: windowed(plan); break;
+        case Pattern::rate: rate(plan); break;
+        case Pattern::cpu_write: cpu_write(plan); break;
+        }
+        if (plan.pattern == Pattern::bw_notify)
+            c_.barrier(Deadline::after(cfg_.timeout)); // delivered, counted by the target
+        const double seconds = duration<double>(steady_clock::now() - start).count();
+        if (plan.pattern != Pattern::bw_notify)
+            c_.barrier(Deadline::after(cfg_.timeout));
+        return seconds;
+    }
+
+    void serve(const Plan& plan) override
+    {
+        prepare(plan);
+        const std::size_t size = plan.size;
+        switch (plan.pattern) {
+        case Pattern::lat_write:
+            for (std::uint64_t i = 1; i <= plan.iterations; ++i) {
+                while (tail_stamp(mine_->data(), size) != masked(i, size))
+                    drain();
+                c_.write(mine_->slice(0, size), peer_, 0, &ctx_);
+            }
+            break;
+        case Pattern::lat_notify:
+            for (std::uint64_t i = 0; i < plan.iterations; ++i) {
+                (void)ep_.wait_for(Op::notify, Deadline::after(cfg_.timeout));
+                c_.write_notify(mine_->slice(0, size), peer_, 0, 0, &ctx_);
+                (void)ep_.wait(&ctx_, Deadline::after(cfg_.timeout));
+            }
+            break;
+        case Pattern::bw_notify:
+            for (std::uint64_t i = 0; i < plan.iterations; ++i)
+                (void)ep_.wait_for(Op::notify, Deadline::after(cfg_.timeout));
+            break;
+        default:
+            break; // a passive target
+        }
+        // Stay responsive (and drive progress) until the client says the round is over.
+        while (!side().readable())
+            drain();
+        c_.barrier(Deadline::after(cfg_.timeout));
+    }
+
+private:
+    /// Both ends: a region large enough for the plan, exchanged with the peer.
+    void prepare(const Plan& plan)
+    {
+        const std::size_t need = region_size(plan.pattern, plan.size, plan.queue_depth);
+        if (!mine_ || mine_->size() < need) {
+            held_.push_back(mine_); // exposed regions outlive the connection
+            mine_ = c_.allocate(need, Access::remote_read_write);
+            src_ = c_.allocate(need, Access::local);
+        }
+        std::memset(mine_->data(), 0, std::min(need, mine_->size()));
+        peer_ = c_.exchange(mine_->remote(), Deadline::after(cfg_.timeout));
+        c_.barrier(Deadline::after(cfg_.timeout));
+    }
+
+    void drain()
+    {
+        std::array<Completion, 16> got;
+        (void)ep_.poll(got);
+    }
+
+    void lat_write(const Plan& plan)
+    {
+        const std::size_t size = plan.size;
+        for (std::uint64_t i = 1; i <= plan.iterations; ++i) {
+            put_stamp(src_->data(), size, i);
+            c_.write(src_->slice(0, size), peer_, 0, &ctx_);
+            while (tail_stamp(mine_->data(), size) != masked(i, size))
+                drain();
+        }
+    }
+
+    void lat_read(const Plan& plan)
+    {
+        for (std::uint64_t i = 0; i < plan.iterations; ++i) {
+            c_.read(src_->slice(0, plan.size), peer_, 0, &ctx_);
+            (void)ep_.wait(&ctx_, Deadline::after(cfg_.timeout));
+        }
+    }
+
+    void lat_notify(const Plan& plan)
+    {
+        for (std::uint64_t i = 0; i < plan.iterations; ++i) {
+            c_.write_notify(src_->slice(0, plan.size), peer_, 0, 0, &ctx_);
+            (void)ep_.wait_for(Op::notify, Deadline::after(cfg_.timeout));
+            (void)ep_.wait(&ctx_, Deadline::after(cfg_.timeout));
+        }
+    }
+
+    void windowed(const Plan& plan)
+    {
+        const std::size_t size = plan.size;
+        const std::uint64_t depth = std::max<std::uint64_t>(1, plan.queue_depth);
+        std::uint64_t posted = 0, done = 0;
+        std::uint64_t x = 0x9E3779B97F4A7C15ull;
+        const std::uint64_t blocks = iops_region / size;
+        std::array<Completion, 16> got;
+        while (done < plan.iterations) {
+            while (posted < plan.iterations && posted - done < depth) {
+                switch (plan.pattern) {
+                case Pattern::bw_write: c_.write(src_->slice(0, size), peer_, 0, &ctx_); break;
+                case Pattern::bw_read: c_.read(src_->slice(0, size), peer_, 0, &ctx_); break;
+                case Pattern::bw_notify:
+                    c_.write_notify(src_->slice(0, size), peer_, 0, 0, &ctx_);
+                    break;
+                default: { // iops: reads at random block offsets
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    const std::uint64_t off = (x % blocks) * size;
+                    c_.read(src_->slice(off, size), peer_, off, &ctx_);
+                }
+                }
+                ++posted;
+            }
+            const std::size_t n = ep_.poll(got);
+            for (std::size_t k = 0; k < n; ++k)
+                done += got[k].context == &ctx_;
+        }
+    }
+
+    void rate(const Plan& plan)
+    {
+        constexpr std::size_t batch = 16;
+        std::array<Endpoint::Write, batch> writes;
+        for (std::size_t k = 0; k < batch; ++k)
+            writes[k] = {src_->slice(k * plan.size, plan.size), k * plan.size};
+        const std::uint64_t window = std::max<std::uint64_t>(1, plan.queue_depth / batch);
+        std::uint64_t posted = 0, signaled = 0, done = 0;
+        std::array<Completion, 16> got;
+        while (done < signaled || posted < plan.iterations) {
+            while (posted < plan.iterations && signaled - done < window) {
+                signaled += ep_.write_batch(writes, peer_, &ctx_, batch, c_.peer());
+                posted += batch;
+            }
+            const std::size_t n = ep_.poll(got);
+            for (std::size_t k = 0; k < n; ++k)
+                done += got[k].context == &ctx_;
+        }
+    }
+
+    void cpu_write(const Plan& plan)
+    {
+        for (std::uint64_t i = 0; i < plan.iterations; ++i) {
+            c_.write(src_->slice(0, plan.size), peer_, 0, &ctx_);
+            (void)ep_.wait(&ctx_, Deadline::after(cfg_.timeout));
+        }
+    }
+
+    // Regions first: exposed memory outlives the connection that exposes it.
+    std::vector<std::shared_ptr<MemoryRegion>> held_;
+    std::shared_ptr<MemoryRegion> mine_;
+    std::shared_ptr<MemoryRegion> src_;
+    Connection c_;
+    const Config& cfg_;
+    Endpoint& ep_;
+    RemoteRegion peer_;
+    int ctx_ = 0;
+};
+
+Options options_for(const Config& cfg)
+{
+    Options o;
+    o.provider = cfg.provider;
+    o.kind = cfg.kind;
+    o.allow_shm = cfg.allow_shm;
+    o.node = cfg.node;
+    o.progress = Progress::polling; // both ends poll all the time
+    return o;
+}
+
+} // namespace
+
+Factory weft_factory()
+{
+    return Factory{
+        "weft",
+        [](const Config& cfg, SideListener& listener) -> std::unique_ptr<End> {
+            Server server(options_for(cfg), std::move(listener));
+            return std::make_unique<WeftEnd>(server.accept(Deadline::after(cfg.timeout)), cfg);
+        },
+        [](const Config& cfg, const std::string& host_port) -> std::unique_ptr<End> {
+            Options o = options_for(cfg);
+            o.provider.clear(); // the server chooses
+            return std::make_unique<WeftEnd>(
+                Connection::connect(host_port, o, Deadline::after(cfg.timeout)), cfg);
+        }};
+}
+
+} // namespace weft::bench
