@@ -46,12 +46,23 @@ Endpoint::~Endpoint() = default;
 void Endpoint::open_fid(Info owned)
 {
     fi_info* info = ep_info_.emplace(std::move(owned)).get();
-    // Completions are selective (write_batch asks for one every N writes); the
-    // plain calls keep generating them through the default op_flags.
+    // Completions are selective where the provider takes FI_COMPLETION as a
+    // default op flag (write_batch then asks for one every N writes; the plain
+    // calls keep generating them). verbs refuses it (-FI_ENODATA): there every
+    // operation completes, and weft drops the unsignaled ones itself.
+    const auto tx_flags = info->tx_attr->op_flags;
+    const auto rx_flags = info->rx_attr->op_flags;
     info->tx_attr->op_flags |= FI_COMPLETION;
     info->rx_attr->op_flags |= FI_COMPLETION;
     fid_ep* raw = nullptr;
-    detail::check(fi_endpoint(domain_->get(), info, &raw, nullptr), "fi_endpoint", provider());
+    int ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
+    selective_ = ret == 0;
+    if (!selective_) {
+        info->tx_attr->op_flags = tx_flags;
+        info->rx_attr->op_flags = rx_flags;
+        ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
+    }
+    detail::check(ret, "fi_endpoint", provider());
     ep_owner_.reset(raw);
     ep_ = raw;
     const auto* tx = info->tx_attr;
@@ -72,7 +83,7 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
         cq_size = quirks_.max_cq_entries;
     cq_ = CompletionQueue::open(domain_, cq_size);
     detail::check(fi_ep_bind(ep_, &cq_->get()->fid,
-                             FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION),
+                             FI_TRANSMIT | FI_RECV | (selective_ ? FI_SELECTIVE_COMPLETION : 0)),
                   "fi_ep_bind(cq)", provider());
     if (kind_ == EndpointKind::msg) {
         eq_ = eq;

@@ -237,6 +237,7 @@ private:
     bool framed_ = false;        // messages carry a header; notify is a message
     bool ordered_saw_ = false;   // send after write is ordered
     bool atomics_ = false;
+    bool selective_ = false;     // FI_SELECTIVE_COMPLETION: unsignaled writes complete silently
     Clock::duration post_timeout_ = std::chrono::seconds(10);
     bool awaiting_hello_ = false; // MSG server: the first message must be weft's hello
     bool fence_done_ = false;

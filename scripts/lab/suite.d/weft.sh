@@ -31,12 +31,15 @@ check_weft_matrix() { weft_catch "$WEFT_TESTS/test_matrix"; }
 check_weft_memory() { weft_catch "$WEFT_TESTS/test_memory" "[matrix]"; }
 check_weft_progress() { weft_catch "$WEFT_TESTS/test_progress" "[matrix]"; }
 check_weft_process() { weft_catch "$WEFT_TESTS/test_process"; }
-export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process
+check_weft_batch() { weft_catch "$WEFT_TESTS/test_features" "[matrix]"; }
+export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
+    check_weft_batch
 run_check "$DEV" weft_verbs check_weft_verbs
 run_check "$DEV" weft_matrix check_weft_matrix
 run_check "$DEV" weft_memory check_weft_memory
 run_check "$DEV" weft_progress check_weft_progress
 run_check "$DEV" weft_process check_weft_process
+run_check "$DEV" weft_batch check_weft_batch
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm

@@ -9,8 +9,8 @@ ucx_perftest (ucx-utils), iperf3, and process_vm_writev (shm's ceiling).
 Instructions per operation come from valgrind's callgrind, which counts
 instructions rather than time and so repeats on a noisy machine.
 
-  bench/compare                 # 5 rounds of everything (a few minutes)
-  bench/compare --rounds 9 --only latency,bandwidth
+  bench/compare.py              # 5 rounds of everything (a few minutes)
+  bench/compare.py --rounds 9 --only latency,bandwidth
 """
 import argparse
 import glob
