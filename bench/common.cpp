@@ -31,7 +31,8 @@ constexpr std::pair<Pattern, std::string_view> names[] = {
     {Pattern::lat_notify, "lat-notify"}, {Pattern::bw_write, "bw-write"},
     {Pattern::bw_read, "bw-read"},     {Pattern::bw_notify, "bw-notify"},
     {Pattern::rate, "rate"},           {Pattern::iops, "iops"},
-    {Pattern::cpu_write, "cpu-write"},
+    {Pattern::cpu_write, "cpu-write"}, {Pattern::reg_cache, "reg-cache"},
+    {Pattern::pool, "pool"},
 };
 
 bool is_latency(Pattern p)
@@ -321,10 +322,10 @@ void add_options(CLI::App& app, Config& cfg)
                else
                    throw CLI::ValidationError("pattern", "one of lat-write, lat-read, lat-notify, "
                                                          "bw-write, bw-read, bw-notify, rate, iops, "
-                                                         "cpu-write");
+                                                         "cpu-write, reg-cache, pool");
            },
            "lat-write (default), lat-read, lat-notify, bw-write, bw-read, bw-notify, rate, iops, "
-           "cpu-write");
+           "cpu-write, reg-cache, pool");
     app.add_option("-p,--provider", cfg.provider, "provider (default: automatic)");
     app.add_flag_callback("--rdm", [&] { cfg.kind = EndpointKind::rdm; }, "RDM endpoints");
     app.add_flag_callback("--msg", [&] { cfg.kind = EndpointKind::msg; }, "MSG endpoints");
@@ -362,10 +363,20 @@ void add_options(CLI::App& app, Config& cfg)
     app.add_option("--connect", cfg.connect, "run against a server at host:port");
     app.add_option_function<int>("--timeout", [&](int v) { cfg.timeout = seconds(v); },
                                  "seconds any single wait may take (default 30)");
+    app.add_option_function<int>("--progress-thread", [&](int cpu) { cfg.progress_cpu = cpu; },
+                                 "weft: run a progress thread on both ends, pinned to CPU");
+    app.add_flag("--near-device", cfg.near_device, "weft: allocate buffers near the device (NUMA)");
+    app.add_option("--file", cfg.file, "weft: the target exposes this file (mmap) to the reads");
 }
 
 int run(const Config& cfg, const Factory& factory)
 {
+    if (cfg.pattern == Pattern::reg_cache || cfg.pattern == Pattern::pool) {
+        if (!factory.local)
+            throw std::runtime_error(fmt::format("{} has no {} pattern", factory.label,
+                                                 to_string(cfg.pattern)));
+        return factory.local(cfg);
+    }
     if (!cfg.server.empty()) {
         auto [host, port] = split_host_port(cfg.server.find(':') == std::string::npos
                                                 ? "0.0.0.0:" + cfg.server

@@ -29,6 +29,8 @@ enum class Pattern {
     rate,       ///< small writes in batches, a completion every 16: operations per second
     iops,       ///< reads at queue depth, random offsets in a 64 MiB region: the storage pattern
     cpu_write,  ///< post one write, reap its completion, repeat: instructions per operation
+    reg_cache,  ///< local: registration cache hit vs miss (a registration) cost
+    pool,       ///< local: buffer pool get + return, one thread and two
 };
 std::string_view to_string(Pattern p) noexcept;
 std::optional<Pattern> parse_pattern(std::string_view text);
@@ -50,6 +52,9 @@ struct Config {
     std::string server;                  ///< [host:]port: serve one client
     std::string connect;                 ///< host:port: be the client
     std::chrono::seconds timeout{30};
+    std::optional<int> progress_cpu; ///< weft: run a progress thread pinned to this CPU
+    bool near_device = false;        ///< weft: buffers on the device's NUMA node
+    std::string file;                ///< weft: the target exposes this file (mmap) to reads
 };
 
 void add_options(CLI::App& app, Config& config);
@@ -91,6 +96,8 @@ struct Factory {
     std::string label; ///< "weft" or "raw"
     std::function<std::unique_ptr<End>(const Config&, SideListener&)> accept;
     std::function<std::unique_ptr<End>(const Config&, const std::string& host_port)> connect;
+    /// Patterns without a peer (reg-cache, pool); empty when the tool has none.
+    std::function<int(const Config&)> local;
 };
 
 /// Runs the configured roles (both ends on this machine by default) and prints

@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "weft/weft.hpp"
 
@@ -70,6 +72,8 @@ public:
         case Pattern::iops: windowed(plan); break;
         case Pattern::rate: rate(plan); break;
         case Pattern::cpu_write: cpu_write(plan); break;
+        case Pattern::reg_cache:
+        case Pattern::pool: break; // local patterns, run by run_local
         }
         if (plan.pattern == Pattern::bw_notify)
             c_.barrier(Deadline::after(cfg_.timeout)); // delivered, counted by the target
@@ -81,6 +85,7 @@ public:
 
     void serve(const Plan& plan) override
     {
+        server_ = true;
         prepare(plan);
         const std::size_t size = plan.size;
         switch (plan.pattern) {
@@ -116,12 +121,28 @@ private:
     void prepare(const Plan& plan)
     {
         const std::size_t need = region_size(plan.pattern, plan.size, plan.queue_depth);
-        if (!mine_ || mine_->size() < need) {
+        const bool from_file = server_ && !cfg_.file.empty() &&
+                               (plan.pattern == Pattern::lat_read || plan.pattern == Pattern::bw_read ||
+                                plan.pattern == Pattern::iops);
+        const auto placement = cfg_.near_device ? Placement::near_device : Placement::anywhere;
+        if (from_file && (!mine_ || !file_)) {
+            held_.push_back(mine_);
+            mine_ = MemoryRegion::map_file(c_.domain(), cfg_.file, Access::remote_read,
+                                           &c_.endpoint());
+            file_ = true;
+            if (mine_->size() < need)
+                throw std::runtime_error(fmt::format("{} holds {} B; the pattern reads {} B",
+                                                     cfg_.file, mine_->size(), need));
+        } else if (!from_file && (!mine_ || file_ || mine_->size() < need)) {
             held_.push_back(mine_); // exposed regions outlive the connection
-            mine_ = c_.allocate(need, Access::remote_read_write);
-            src_ = c_.allocate(need, Access::local);
+            mine_ = MemoryRegion::allocate(c_.domain(), need, Access::remote_read_write,
+                                           &c_.endpoint(), placement);
+            src_ = MemoryRegion::allocate(c_.domain(), need, Access::local, &c_.endpoint(),
+                                          placement);
+            file_ = false;
         }
-        std::memset(mine_->data(), 0, std::min(need, mine_->size()));
+        if (!file_)
+            std::memset(mine_->data(), 0, std::min(need, mine_->size()));
         peer_ = c_.exchange(mine_->remote(), Deadline::after(cfg_.timeout));
         c_.barrier(Deadline::after(cfg_.timeout));
     }
@@ -229,6 +250,8 @@ private:
     Endpoint& ep_;
     RemoteRegion peer_;
     int ctx_ = 0;
+    bool server_ = false;
+    bool file_ = false;
 };
 
 Options options_for(const Config& cfg)
@@ -239,7 +262,76 @@ Options options_for(const Config& cfg)
     o.allow_shm = cfg.allow_shm;
     o.node = cfg.node;
     o.progress = Progress::polling; // both ends poll all the time
+    if (cfg.progress_cpu) {
+        o.progress = Progress::thread;
+        o.progress_cpu = cfg.progress_cpu;
+    }
     return o;
+}
+
+/// Local micro-benchmarks: no peer, only a domain.
+int run_local(const Config& cfg)
+{
+    Options o = options_for(cfg);
+    const Selection sel = select(o);
+    auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+    const auto sizes = cfg.sizes.empty() ? std::vector<std::size_t>{4096, 65536} : cfg.sizes;
+    const std::uint64_t n = cfg.iterations ? cfg.iterations : 2000;
+    nlohmann::json rows = nlohmann::json::array();
+    auto report = [&](const std::string& what, std::size_t size, std::uint64_t iters, double s) {
+        rows.push_back({{"operation", what}, {"bytes", size}, {"iterations", iters},
+                        {"seconds", s}, {"usec_per_op", s * 1e6 / static_cast<double>(iters)}});
+        if (!cfg.json)
+            std::printf("%-26s %8zu %10llu %12.3f\n", what.c_str(), size,
+                        static_cast<unsigned long long>(iters), s * 1e6 / static_cast<double>(iters));
+    };
+    if (!cfg.json)
+        std::printf("# weft %s (%s %s)\n%-26s %8s %10s %12s\n", std::string(to_string(cfg.pattern)).c_str(),
+                    std::string(sel.provider()).c_str(), std::string(weft::to_string(sel.kind())).c_str(),
+                    "operation", "bytes", "iters", "usec/op");
+    for (const std::size_t size : sizes) {
+        if (cfg.pattern == Pattern::reg_cache) {
+            // A hit: the owner's registration is found. A miss: a new owner of
+            // the same bytes, so a registration (and, at capacity, an eviction).
+            auto memory = std::make_shared<std::vector<std::byte>>(size);
+            RegistrationCache cache(domain, Access::local, 64);
+            (void)cache.get(memory, *memory);
+            auto t0 = steady_clock::now();
+            for (std::uint64_t i = 0; i < n; ++i)
+                (void)cache.get(memory, *memory);
+            report("reg-cache hit", size, n, duration<double>(steady_clock::now() - t0).count());
+            std::vector<std::shared_ptr<const void>> owners;
+            for (std::uint64_t i = 0; i < n; ++i)
+                owners.emplace_back(memory->data(), [keep = memory](const void*) {}); // same bytes, a new owner each
+            t0 = steady_clock::now();
+            for (std::uint64_t i = 0; i < n; ++i)
+                (void)cache.get(owners[i], *memory);
+            report("reg-cache miss", size, n, duration<double>(steady_clock::now() - t0).count());
+            t0 = steady_clock::now();
+            for (std::uint64_t i = 0; i < n; ++i)
+                (void)MemoryRegion::register_memory(domain, *memory, Access::local);
+            report("register + deregister", size, n, duration<double>(steady_clock::now() - t0).count());
+        } else {
+            auto pool = BufferPool::create(domain, size, 1024);
+            auto t0 = steady_clock::now();
+            for (std::uint64_t i = 0; i < n * 100; ++i)
+                (void)pool->try_get();
+            report("pool get+return, 1 thread", size, n * 100, duration<double>(steady_clock::now() - t0).count());
+            t0 = steady_clock::now();
+            std::thread other([&] {
+                for (std::uint64_t i = 0; i < n * 100; ++i)
+                    (void)pool->try_get();
+            });
+            for (std::uint64_t i = 0; i < n * 100; ++i)
+                (void)pool->try_get();
+            other.join();
+            report("pool get+return, 2 threads", size, n * 200, duration<double>(steady_clock::now() - t0).count());
+        }
+    }
+    if (cfg.json)
+        std::printf("%s\n", nlohmann::json{{"tool", "weft"}, {"pattern", to_string(cfg.pattern)},
+                                           {"rows", rows}}.dump().c_str());
+    return 0;
 }
 
 } // namespace
@@ -257,7 +349,8 @@ Factory weft_factory()
             o.provider.clear(); // the server chooses
             return std::make_unique<WeftEnd>(
                 Connection::connect(host_port, o, Deadline::after(cfg.timeout)), cfg);
-        }};
+        },
+        run_local};
 }
 
 } // namespace weft::bench
