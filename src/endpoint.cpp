@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "../providers/traits.hpp"
 #include "endpoint_post.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
@@ -48,14 +49,19 @@ void Endpoint::open_fid(Info owned)
     fi_info* info = ep_info_.emplace(std::move(owned)).get();
     // Completions are selective where the provider takes FI_COMPLETION as a
     // default op flag (write_batch then asks for one every N writes; the plain
-    // calls keep generating them). verbs refuses it (-FI_ENODATA): there every
-    // operation completes, and weft drops the unsignaled ones itself.
+    // calls keep generating them). verbs refuses it (-FI_ENODATA), and ofi_rxm
+    // over verbs never returns the transmit credit of an unsignaled write
+    // (measured on siw: -FI_EAGAIN for good): there every operation completes,
+    // and weft drops the unsignaled ones itself.
     const auto tx_flags = info->tx_attr->op_flags;
     const auto rx_flags = info->rx_attr->op_flags;
-    info->tx_attr->op_flags |= FI_COMPLETION;
-    info->rx_attr->op_flags |= FI_COMPLETION;
     fid_ep* raw = nullptr;
-    int ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
+    int ret = -FI_ENODATA;
+    if (!providers::is_layered(provider())) {
+        info->tx_attr->op_flags |= FI_COMPLETION;
+        info->rx_attr->op_flags |= FI_COMPLETION;
+        ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
+    }
     selective_ = ret == 0;
     if (!selective_) {
         info->tx_attr->op_flags = tx_flags;

@@ -92,7 +92,15 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         // Unsignaled writes carry weft's own context: tcp and net complete them
         // anyway, and those completions must not reach the caller.
         fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : &internal_, 0};
-        post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, flags); });
+        // A full queue while a chain is held back (FI_MORE) never drains:
+        // retry without FI_MORE, which flushes what was chained so far.
+        std::uint64_t f = flags;
+        post("fi_writemsg", [&] {
+            const ssize_t r = fi_writemsg(ep_, &msg, f);
+            if (r == -FI_EAGAIN)
+                f &= ~FI_MORE;
+            return r;
+        });
         signaled += signal;
     }
     return signaled;
