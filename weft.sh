@@ -18,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 # Everything weft builds with, from Debian's archive (see README: Dependencies).
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
-          catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev gnuplot-nox)
+          catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

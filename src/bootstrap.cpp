@@ -13,10 +13,15 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
@@ -30,6 +35,40 @@ namespace {
 constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
 constexpr std::size_t header_size = 12;
 constexpr std::uint32_t max_payload = 1u << 20;
+constexpr std::uint32_t hello_requires_secret = 1u << 0;
+constexpr std::size_t nonce_size = 32;
+constexpr std::size_t mac_size = 32; // HMAC-SHA256
+
+using Nonce = std::array<std::byte, nonce_size>;
+using Mac = std::array<std::byte, mac_size>;
+
+Nonce random_nonce()
+{
+    Nonce n;
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
+        throw Error("RAND_bytes", -FI_EOTHER, "", "OpenSSL has no entropy for a challenge");
+    return n;
+}
+
+/// HMAC-SHA256(secret, label || a || b).
+Mac proof_of(std::string_view secret, std::string_view label, const Nonce& a, const Nonce& b)
+{
+    std::array<unsigned char, 64 + 2 * nonce_size> msg{};
+    std::memcpy(msg.data(), label.data(), label.size());
+    std::memcpy(msg.data() + label.size(), a.data(), a.size());
+    std::memcpy(msg.data() + label.size() + a.size(), b.data(), b.size());
+    Mac mac{};
+    unsigned len = 0;
+    if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg.data(),
+              label.size() + a.size() + b.size(), reinterpret_cast<unsigned char*>(mac.data()),
+              &len) ||
+        len != mac.size())
+        throw Error("HMAC", -FI_EOTHER, "", "OpenSSL could not compute HMAC-SHA256");
+    return mac;
+}
+
+constexpr std::string_view client_label = "weft-v2 client";
+constexpr std::string_view server_label = "weft-v2 server";
 
 [[noreturn]] void fail(int code, const std::string& message)
 {
@@ -129,6 +168,8 @@ std::string_view to_string(Frame f) noexcept
     case Frame::barrier: return "barrier";
     case Frame::data: return "data";
     case Frame::error: return "error";
+    case Frame::challenge: return "challenge";
+    case Frame::proof: return "proof";
     }
     return "unknown";
 }
@@ -165,13 +206,14 @@ std::pair<std::string, std::uint16_t> split_host_port(std::string_view text)
 
 // ---- SideChannel ----
 
-SideChannel::SideChannel(int fd, std::string peer, Deadline deadline)
+SideChannel::SideChannel(int fd, std::string peer, Deadline deadline, Role role,
+                         std::string_view secret)
     : fd_(fd), peer_(std::move(peer))
 {
     set_nonblocking(fd_);
     set_nodelay(fd_);
     try {
-        hello(deadline);
+        hello(deadline, role, secret);
     } catch (...) {
         ::close(fd_);
         fd_ = -1;
@@ -180,7 +222,8 @@ SideChannel::SideChannel(int fd, std::string peer, Deadline deadline)
 }
 
 SideChannel::SideChannel(SideChannel&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_))
+    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)),
+      authenticated_(other.authenticated_)
 {
 }
 
@@ -191,6 +234,7 @@ SideChannel& SideChannel::operator=(SideChannel&& other) noexcept
             ::close(fd_);
         fd_ = std::exchange(other.fd_, -1);
         peer_ = std::move(other.peer_);
+        authenticated_ = other.authenticated_;
     }
     return *this;
 }
@@ -201,8 +245,11 @@ SideChannel::~SideChannel()
         ::close(fd_);
 }
 
-SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Deadline deadline)
+SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Deadline deadline,
+                                 std::string_view secret)
 {
+    if (!secret.empty())
+        check_secret(secret);
     const std::string peer = fmt::format("{}:{}", host, port);
     auto backoff = std::chrono::milliseconds(10);
     std::string last_error = "no address";
@@ -226,7 +273,7 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
                 }
             }
             if (rc == 0)
-                return SideChannel(fd, peer, deadline);
+                return SideChannel(fd, peer, deadline, Role::connector, secret);
             last_error = std::strerror(errno);
             ::close(fd);
         }
@@ -358,18 +405,112 @@ void SideChannel::send_error(std::string_view what) noexcept
     }
 }
 
-void SideChannel::hello(Deadline deadline)
+void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
 {
+    // Hello: flags (u32 LE), then the library version as text.
     const std::string_view v = weft::version;
+    std::vector<std::byte> mine(4 + v.size());
+    const std::uint32_t flags = secret.empty() ? 0 : hello_requires_secret;
+    for (std::size_t i = 0; i < 4; ++i)
+        mine[i] = static_cast<std::byte>(flags >> (8 * i));
+    std::memcpy(mine.data() + 4, v.data(), v.size());
+    std::vector<std::byte> theirs;
     try {
-        send(Frame::hello, std::as_bytes(std::span(v.data(), v.size())), deadline);
+        send(Frame::hello, mine, deadline);
     } catch (const Error&) {
         // The peer may have said why before closing (not weft, wrong version):
         // that explanation beats "broken pipe".
         (void)receive(Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
         throw;
     }
-    (void)receive(Frame::hello, deadline);
+    theirs = receive(Frame::hello, deadline);
+    if (theirs.size() < 4)
+        fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
+                                  "side channel",
+                                  peer_, theirs.size()));
+    std::uint32_t peer_flags = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        peer_flags |= std::to_integer<std::uint32_t>(theirs[i]) << (8 * i);
+    const bool peer_requires = (peer_flags & hello_requires_secret) != 0;
+    if (peer_requires && secret.empty())
+        fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
+                                     "Options::secret (or WEFT_SECRET) to the peer's secret",
+                                     peer_));
+    if (!peer_requires && !secret.empty())
+        fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
+                                     "one: nothing was sent to it. Give the peer the same "
+                                     "secret (Options::secret or WEFT_SECRET)",
+                                     peer_));
+    if (!secret.empty())
+        authenticate(deadline, role, secret);
+}
+
+void SideChannel::authenticate(Deadline deadline, Role role, std::string_view secret)
+{
+    const auto check = [&](const Mac& expected, std::span<const std::byte> got) {
+        return got.size() == expected.size() &&
+               CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
+    };
+    if (role == Role::acceptor) {
+        const Nonce ns = random_nonce();
+        send(Frame::challenge, ns, deadline);
+        const auto answer = receive(Frame::proof, deadline);
+        Nonce nc{};
+        bool ok = answer.size() == nonce_size + mac_size;
+        if (ok) {
+            std::memcpy(nc.data(), answer.data(), nonce_size);
+            ok = check(proof_of(secret, client_label, ns, nc), std::span(answer).subspan(nonce_size));
+        }
+        if (!ok) {
+            send_error("shared-secret check failed: the secrets differ");
+            fail(-FI_EACCES, fmt::format("{} failed the shared-secret check: it holds a different "
+                                         "secret (or is not a weft peer). Nothing was sent to it",
+                                         peer_));
+        }
+        send(Frame::proof, proof_of(secret, server_label, nc, ns), deadline);
+    } else {
+        const auto challenge = receive(Frame::challenge, deadline);
+        if (challenge.size() != nonce_size)
+            fail(-EPROTO, fmt::format("{} sent a {} B challenge ({} B expected): garbage on the "
+                                      "side channel",
+                                      peer_, challenge.size(), nonce_size));
+        Nonce ns{};
+        std::memcpy(ns.data(), challenge.data(), nonce_size);
+        const Nonce nc = random_nonce();
+        std::array<std::byte, nonce_size + mac_size> answer{};
+        const Mac mine = proof_of(secret, client_label, ns, nc);
+        std::memcpy(answer.data(), nc.data(), nonce_size);
+        std::memcpy(answer.data() + nonce_size, mine.data(), mac_size);
+        send(Frame::proof, answer, deadline);
+        const auto theirs = receive(Frame::proof, deadline);
+        if (!check(proof_of(secret, server_label, nc, ns), theirs))
+            fail(-FI_EACCES, fmt::format("{} answered the shared-secret challenge wrongly: it "
+                                         "does not hold this side's secret. Nothing was sent to "
+                                         "it; check that you reached the right server",
+                                         peer_));
+    }
+    authenticated_ = true;
+}
+
+void check_secret(std::string_view secret)
+{
+    if (secret.size() < min_secret_size)
+        throw UsageError("shared secret", -FI_EINVAL, "",
+                         fmt::format("a {} B shared secret is too short to resist guessing: use at "
+                                     "least {} random bytes, e.g. `head -c 32 /dev/urandom | "
+                                     "base64`",
+                                     secret.size(), min_secret_size));
+}
+
+std::string resolve_secret(std::string_view configured)
+{
+    std::string secret(configured);
+    if (secret.empty())
+        if (const char* env = std::getenv("WEFT_SECRET"))
+            secret = env;
+    if (!secret.empty())
+        check_secret(secret);
+    return secret;
 }
 
 bool SideChannel::readable() const
@@ -449,8 +590,10 @@ SideListener::~SideListener()
         ::close(fd_);
 }
 
-SideChannel SideListener::accept(Deadline deadline)
+SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
 {
+    if (!secret.empty())
+        check_secret(secret);
     for (;;) {
         if (!wait_fd(fd_, POLLIN, deadline))
             fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
@@ -464,7 +607,8 @@ SideChannel SideListener::accept(Deadline deadline)
             fail_errno("accept", "side channel");
         }
         const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-        return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline);
+        return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline,
+                           Role::acceptor, secret);
     }
 }
 

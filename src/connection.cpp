@@ -110,7 +110,7 @@ Connection Connection::connect(std::string_view host_port, const Options& option
                                Deadline deadline)
 {
     const auto [host, port] = split_host_port(host_port);
-    SideChannel side = SideChannel::connect(host, port, deadline);
+    SideChannel side = SideChannel::connect(host, port, deadline, resolve_secret(options.secret));
     try {
         const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
         if (!options.provider.empty() &&
@@ -154,7 +154,8 @@ Server::Server(const Options& options, std::string_view host, std::uint16_t port
 {
 }
 
-Server::Server(const Options& options, SideListener listener) : side_(std::move(listener))
+Server::Server(const Options& options, SideListener listener)
+    : side_(std::move(listener)), secret_(resolve_secret(options.secret))
 {
     Options opts = options;
     if (opts.node.empty() && !is_wildcard(side_.host()))
@@ -170,7 +171,7 @@ Server::Server(const Options& options, SideListener listener) : side_(std::move(
 
 Connection Server::accept(Deadline deadline)
 {
-    SideChannel side = side_.accept(deadline);
+    SideChannel side = side_.accept(deadline, secret_);
     try {
         const auto token = make_token();
         const bool msg = selection_->kind() == EndpointKind::msg;

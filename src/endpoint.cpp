@@ -44,6 +44,22 @@ Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& optio
 
 Endpoint::~Endpoint() = default;
 
+void Endpoint::close() noexcept
+{
+    if (ep_ == nullptr)
+        return;
+    progress_.reset(); // it polls this endpoint
+    ep_owner_.reset();
+    ep_ = nullptr;
+}
+
+void Endpoint::closed_error(const char* call) const
+{
+    throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                     "the endpoint is closed (Endpoint::close): nothing was posted; open a new "
+                     "connection");
+}
+
 void Endpoint::open_fid(Info owned)
 {
     fi_info* info = ep_info_.emplace(std::move(owned)).get();
@@ -112,6 +128,8 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, 1, rx_size);
     slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
     max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
+    if (info->ep_attr->max_msg_size)
+        max_transfer_ = info->ep_attr->max_msg_size;
     credits_ = kind_ == EndpointKind::msg && quirks_.receiver_not_ready_fatal;
     if (credits_)
         control_mr_ = MemoryRegion::allocate(domain_, 64, Access::remote_write, this);
@@ -219,6 +237,8 @@ std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
 
 std::vector<std::byte> Endpoint::name() const
 {
+    if (ep_ == nullptr)
+        closed_error("name");
     std::vector<std::byte> out(256);
     std::size_t len = out.size();
     int ret = fi_getname(&ep_->fid, out.data(), &len);
@@ -233,6 +253,8 @@ std::vector<std::byte> Endpoint::name() const
 
 Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
 {
+    if (ep_ == nullptr)
+        closed_error("insert_peer");
     if (!av_)
         throw UsageError("insert_peer", -FI_EINVAL, std::string(provider()),
                          "MSG endpoints are connected to one peer: use Peer{} instead");

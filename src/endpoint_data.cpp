@@ -56,6 +56,9 @@ void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset, v
                      Peer peer)
 {
     const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("write", Op::write, src.len, context))
+            return;
     if (src.len <= inject_size_) {
         post("fi_inject_write", [&] {
             return fi_inject_write(ep_, src.addr, src.len, peer.addr, addr, dst.key());
@@ -123,6 +126,9 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
         total += src[i].len;
     }
     fi_rma_iov rma{dst.write_address(offset, total), total, dst.key()};
+    if (total - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("writev", Op::write, total, context))
+            return;
     fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
     post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, FI_COMPLETION); });
 }
@@ -131,6 +137,8 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
                             std::uint32_t value, void* context, Peer peer)
 {
     const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len > max_transfer_) [[unlikely]]
+        (void)odd_length("write_notify", Op::write, src.len, context);
     if (!framed_) {
         if (src.len <= inject_size_) {
             post("fi_inject_writedata", [&] {
@@ -179,6 +187,9 @@ void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset, vo
                     Peer peer)
 {
     const std::uint64_t addr = src.read_address(offset, dst.len);
+    if (dst.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("read", Op::read, dst.len, context))
+            return;
     post("fi_read", [&] {
         return fi_read(ep_, dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
     });
@@ -203,6 +214,9 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
         total += dst[i].len;
     }
     fi_rma_iov rma{src.read_address(offset, total), total, src.key()};
+    if (total - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("readv", Op::read, total, context))
+            return;
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
     post("fi_readmsg", [&] { return fi_readmsg(ep_, &msg, FI_COMPLETION); });
 }
@@ -339,6 +353,21 @@ void Endpoint::stash_some()
         deferred_.push_back(got[i]);
 }
 
+bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* context)
+{
+    if (ep_ == nullptr)
+        closed_error(call);
+    if (len == 0) {
+        complete_locally(op, context, 0);
+        return true;
+    }
+    throw UsageError(call, -FI_EMSGSIZE, std::string(provider()),
+                     fmt::format("{} B exceeds the provider's max_msg_size of {} B: split the "
+                                 "transfer into pieces of at most Endpoint::max_transfer() bytes; "
+                                 "nothing was posted",
+                                 len, max_transfer_));
+}
+
 void Endpoint::complete_locally(Op op, void* context, std::size_t len)
 {
     deferred_.push_back(Completion{context, op, len, 0, {}});
@@ -346,6 +375,8 @@ void Endpoint::complete_locally(Op op, void* context, std::size_t len)
 
 std::size_t Endpoint::poll(std::span<Completion> out)
 {
+    if (ep_ == nullptr) [[unlikely]]
+        closed_error("poll");
     if (!lent_.empty())
         repost_lent();
     std::size_t n = 0;
@@ -370,6 +401,8 @@ std::optional<Completion> Endpoint::poll_one()
 template <class Pred>
 Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what)
 {
+    if (ep_ == nullptr) [[unlikely]]
+        closed_error(what);
     if (!lent_.empty())
         repost_lent();
     auto take = [&](Completion c) {

@@ -12,6 +12,8 @@ namespace weft {
 template <class F>
 void Endpoint::post(const char* call, F&& f)
 {
+    if (ep_ == nullptr) [[unlikely]]
+        closed_error(call);
     const ssize_t r = f();
     if (r == 0) [[likely]]
         return;

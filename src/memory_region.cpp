@@ -53,9 +53,28 @@ MemoryRegion::MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<st
 
 MemoryRegion::~MemoryRegion()
 {
-    fid_.reset(); // close before the key is returned and before owned_ is freed
+    (void)revoke(); // close before the key is returned and before owned_ is freed
+}
+
+bool MemoryRegion::revoke() noexcept
+{
+    if (revoked_)
+        return false;
+    revoked_ = true;
+    fid_.reset();
+    desc_ = nullptr;
     if (requested_key_)
         domain_->release_key(key_);
+    return true;
+}
+
+void MemoryRegion::check_live(const char* call) const
+{
+    if (revoked_) [[unlikely]]
+        throw UsageError(call, -FI_EINVAL, std::string(domain_->provider()),
+                         fmt::format("the {} B region (key {:#x}) was revoked: register the "
+                                     "memory again to use it",
+                                     memory_.size(), key_));
 }
 
 std::shared_ptr<MemoryRegion> MemoryRegion::register_memory(std::shared_ptr<Domain> domain,
@@ -197,6 +216,7 @@ void MemoryRegion::register_with(const Endpoint* bind_to)
 
 Local MemoryRegion::slice(std::size_t offset, std::size_t len) const
 {
+    check_live("MemoryRegion::slice");
     if (offset > memory_.size() || len > memory_.size() - offset)
         throw UsageError("MemoryRegion::slice", -FI_EINVAL, std::string(domain_->provider()),
                          fmt::format("local range [{}, +{}) is outside the {} B region", offset,
@@ -206,6 +226,7 @@ Local MemoryRegion::slice(std::size_t offset, std::size_t len) const
 
 RemoteRegion MemoryRegion::remote() const
 {
+    check_live("MemoryRegion::remote");
     std::uint8_t flags = 0;
     if (access_ == Access::remote_read || access_ == Access::remote_read_write)
         flags |= RemoteRegion::readable;

@@ -7,6 +7,16 @@
 /// (u16), type (u16), payload length (u32, at most 1 MiB), payload. Both sides
 /// send a Hello first; a version mismatch, garbage, or a vanished peer gives an
 /// error that says which of these happened and what to do.
+///
+/// Shared secret (optional, both sides): Hello carries a flag "this side requires
+/// a shared secret". When it is set, nothing else is sent until a mutual
+/// HMAC-SHA256 challenge-response has passed: the acceptor sends a 32-byte random
+/// challenge Ns; the connector answers Nc || HMAC(K, "weft-v2 client" || Ns || Nc);
+/// the acceptor checks it (constant time) and only then answers
+/// HMAC(K, "weft-v2 server" || Nc || Ns), which the connector checks. A stranger
+/// on the rendezvous port learns that a secret is required, nothing more: no
+/// fabric address, no token, no key. Use a high-entropy secret (at least 16
+/// bytes; e.g. `head -c 32 /dev/urandom | base64`).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +30,7 @@
 
 namespace weft {
 
-inline constexpr std::uint16_t bootstrap_version = 1;
+inline constexpr std::uint16_t bootstrap_version = 2;
 
 enum class Frame : std::uint16_t {
     hello = 1,   ///< protocol and library version
@@ -30,15 +40,26 @@ enum class Frame : std::uint16_t {
     barrier = 5, ///< no payload
     data = 6,    ///< application bytes
     error = 7,   ///< the peer failed; the payload says why
+    challenge = 8, ///< acceptor -> connector: a random nonce (shared secret only)
+    proof = 9,     ///< an HMAC over both nonces (shared secret only)
 };
+
+/// Which end of the side channel this is: the shared-secret exchange is not
+/// symmetric (the acceptor verifies first, so it reveals nothing to a stranger).
+enum class Role : std::uint8_t { connector, acceptor };
+
+/// The smallest shared secret weft accepts, in bytes.
+inline constexpr std::size_t min_secret_size = 16;
 std::string_view to_string(Frame f) noexcept;
 
 /// A connected side channel. Move-only; closes its socket.
 class SideChannel {
 public:
     /// Connects to host:port, retrying refused connections with backoff until
-    /// `deadline` (the server may start late), then exchanges Hello.
-    static SideChannel connect(std::string_view host, std::uint16_t port, Deadline deadline);
+    /// `deadline` (the server may start late), then exchanges Hello. With a
+    /// `secret`, the server must prove it holds the same one (and vice versa).
+    static SideChannel connect(std::string_view host, std::uint16_t port, Deadline deadline,
+                               std::string_view secret = {});
 
     SideChannel(SideChannel&& other) noexcept;
     SideChannel& operator=(SideChannel&& other) noexcept;
@@ -61,16 +82,23 @@ public:
     std::string peer_address() const;
     int fd() const noexcept { return fd_; }
 
-    /// Used by SideListener; does the Hello exchange.
-    SideChannel(int fd, std::string peer, Deadline deadline);
+    /// True when both ends proved they hold the same shared secret.
+    bool authenticated() const noexcept { return authenticated_; }
+
+    /// Takes a connected socket and does the Hello exchange (and the shared-secret
+    /// check when either side asks for it). Used by connect() and SideListener.
+    SideChannel(int fd, std::string peer, Deadline deadline, Role role,
+                std::string_view secret = {});
 
 private:
     void write_all(const void* p, std::size_t n, Deadline deadline, std::string_view what);
     void read_all(void* p, std::size_t n, Deadline deadline, std::string_view what);
-    void hello(Deadline deadline);
+    void hello(Deadline deadline, Role role, std::string_view secret);
+    void authenticate(Deadline deadline, Role role, std::string_view secret);
 
     int fd_ = -1;
     std::string peer_;
+    bool authenticated_ = false;
 };
 
 /// Listens for side-channel connections.
@@ -84,13 +112,20 @@ public:
 
     std::uint16_t port() const noexcept { return port_; }
     const std::string& host() const noexcept { return host_; }
-    SideChannel accept(Deadline deadline);
+    /// Accepts the next client and does the Hello (and shared-secret) exchange.
+    SideChannel accept(Deadline deadline, std::string_view secret = {});
 
 private:
     int fd_ = -1;
     std::string host_;
     std::uint16_t port_ = 0;
 };
+
+/// Checks a shared secret's strength; throws UsageError naming the fix.
+void check_secret(std::string_view secret);
+
+/// Options::secret, else the WEFT_SECRET environment variable, checked.
+std::string resolve_secret(std::string_view configured);
 
 /// Splits "host:port" (or "[v6]:port"); throws UsageError on a malformed string.
 std::pair<std::string, std::uint16_t> split_host_port(std::string_view text);

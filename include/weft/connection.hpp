@@ -104,6 +104,7 @@ public:
 private:
     std::shared_ptr<const Selection> selection_;
     SideListener side_;
+    std::string secret_;
     std::shared_ptr<Fabric> fabric_;
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<Listener> listener_;    // MSG

@@ -87,6 +87,15 @@ public:
 
     /// Largest message send() accepts (the receive slot size).
     std::size_t max_message() const noexcept { return max_message_; }
+    /// Largest single RMA transfer (the provider's max_msg_size); larger ones
+    /// are refused with -FI_EMSGSIZE before posting.
+    std::size_t max_transfer() const noexcept { return max_transfer_; }
+
+    /// Closes the endpoint now (stopping its progress thread): later posts,
+    /// polls and waits throw UsageError naming the cause; operations in flight
+    /// are abandoned (their completions are not reported). Idempotent.
+    void close() noexcept;
+    bool closed() const noexcept { return ep_ == nullptr; }
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
@@ -103,7 +112,9 @@ public:
 
     // ---- data path. Each post throws UsageError before any traffic when the
     // remote range is out of bounds or lacks the access, and retries
-    // -FI_EAGAIN (progressing) until the post deadline. ----
+    // -FI_EAGAIN (progressing) until the post deadline. A zero-length RMA read
+    // or write posts nothing and completes at once (providers disagree about
+    // them); a zero-length write_notify or send is delivered. ----
 
     /// RMA write of `src` to `dst` at `offset`. Writes up to inject_size() go
     /// inline (fi_inject_write); weft then reports their completion itself.
@@ -213,6 +224,9 @@ private:
     void send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                     Peer peer);
     [[noreturn]] void unsupported(const char* what) const;
+    [[noreturn]] void closed_error(const char* call) const;
+    /// Zero bytes (true: completed locally) or more than max_msg_size (throws).
+    bool odd_length(const char* call, Op op, std::size_t len, void* context);
 
     std::shared_ptr<Domain> domain_;
     std::optional<Info> ep_info_; // providers may keep pointers into it: lives as long as ep_
@@ -229,6 +243,7 @@ private:
     detail::Ring<Completion> deferred_; // read while waiting for something else, or synthesized
     std::size_t slot_size_ = 0;
     std::size_t max_message_ = 0;
+    std::size_t max_transfer_ = SIZE_MAX;
     std::size_t inject_size_ = 0;
     std::size_t rma_iov_limit_ = 1;
     std::size_t iov_limit_ = 1;

@@ -74,11 +74,19 @@ public:
 
     /// [offset, offset+len) as a data-path view; throws UsageError when out of bounds.
     Local slice(std::size_t offset, std::size_t len) const;
-    Local all() const noexcept { return {memory_.data(), memory_.size(), desc_}; }
+    Local all() const { return slice(0, memory_.size()); }
 
     /// The descriptor a peer needs to reach this region; throws UsageError for a
     /// region registered for local access only.
     RemoteRegion remote() const;
+
+    /// Deregisters now (fi_close), before the object goes: a peer that still
+    /// holds remote() can no longer reach the memory (on providers that check
+    /// keys: see Quirks::keys_unchecked), and slice()/all()/remote() throw
+    /// UsageError. Owned memory stays valid until the region is destroyed.
+    /// Returns false when the region was already revoked (a no-op).
+    bool revoke() noexcept;
+    bool revoked() const noexcept { return revoked_; }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
@@ -89,7 +97,9 @@ public:
 
 private:
     void register_with(const Endpoint* bind_to);
+    void check_live(const char* call) const;
     bool read_only_ = false; // a read-only mapping: no local write roles (verbs needs that)
+    bool revoked_ = false;
 
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<std::byte[]> owned_; // memory from allocate(); freed after the fid closes

@@ -66,6 +66,10 @@ struct Options {
     /// A message larger than slot_size is rejected before it is sent.
     std::size_t rx_slots = 16;
     std::size_t slot_size = 8192;
+    /// A secret both peers must hold before the bootstrap reveals any address or
+    /// key (HMAC-SHA256 challenge-response, see bootstrap.hpp); at least 16 bytes.
+    /// Empty: the WEFT_SECRET environment variable, else no secret.
+    std::string secret;
 };
 
 struct Rejection {
