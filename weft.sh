@@ -18,7 +18,10 @@ export DEBIAN_FRONTEND=noninteractive
 # Everything weft builds with, from Debian's archive (see README: Dependencies).
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
-          catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox)
+          catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox
+          iproute2)
+# For `./weft.sh test` only: libFuzzer (clang) for the fuzz targets.
+test_packages=(clang libclang-rt-14-dev)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -89,7 +92,7 @@ build)
     configure_and_build "$build"
     ;;
 test)
-    install_deps "${packages[@]}"
+    install_deps "${packages[@]}" "${test_packages[@]}"
     configure_and_build "$build"
     "$build/tests/weft-test-cells"
     run_ctest "$build" "tests"
@@ -102,7 +105,10 @@ test)
         run_ctest "$build-asan" "ASan+UBSan" -E install
     configure_and_build "$build-tsan" -DWEFT_TSAN=ON
     TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan.supp \
-        run_ctest "$build-tsan" "TSan" -R "threads|progress|bootstrap|process"
+        run_ctest "$build-tsan" "TSan" -R "threads|progress|bootstrap|process|faults"
+    # libFuzzer over what weft reads from the network: RemoteRegion decoding
+    # and the bootstrap handshake (bounded run; findings fail the run).
+    "$root/tests/fuzz/run" "${WEFT_FUZZ_SECONDS:-45}" | sed 's/^/weft.sh: /'
     # Real verbs devices: Soft-RoCE and soft-iWARP in a QEMU guest, running the
     # same tests over verbs, the ping-pong, and perftest for comparison.
     lab

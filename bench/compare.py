@@ -121,7 +121,7 @@ class Tools:
                                    shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             time.sleep(0.5)
             try:
-                sh(f"valgrind --tool=callgrind --collect-atstart=no --instr-atstart=no "
+                sh(f"valgrind --tool=callgrind --instr-atstart=no "
                    f"--callgrind-out-file={d}/cg.%p {exe} cpu-write -s {size} -n {iters} "
                    f"--budget-ms 100000 --connect 127.0.0.1:{port} --json", timeout=600)
             finally:
@@ -184,11 +184,14 @@ def main():
         plan.append(("bandwidth", "process_vm_writev", None, "mb_per_s", "higher",
                      lambda: {1 << 20: t.cma(1 << 20)}))
     if "path" in only:
+        # tcp's three ways to move RMA: MSG, RDM through ofi_rxm, and net's native RDM.
         for prov in ("tcp", "tcp;ofi_rxm", "net"):
             extra = "--rdm" if prov != "tcp" else ""
-            plan.append(("path", f"weft bw-write {prov}", "weft bw-write tcp", "mb_per_s", "higher",
-                         lambda prov=prov, extra=extra: t.bench("weft", "bw-write", prov, [65536],
-                                                                extra + " --budget-ms 300")))
+            for pat, metric, better in (("bw-write", "mb_per_s", "higher"),
+                                        ("lat-write", "usec_per_xfer", "lower")):
+                plan.append(("path", f"path {pat} {prov}", f"path {pat} tcp", metric, better,
+                             lambda prov=prov, extra=extra, pat=pat:
+                             t.bench("weft", pat, prov, [65536], extra + " --budget-ms 300")))
     if "rate" in only:
         for tool in ("weft", "raw"):
             plan.append(("rate", f"{tool} rate tcp", "raw rate tcp", "mxfers_per_s", "higher",
@@ -218,7 +221,16 @@ def main():
                 except Exception as e:
                     print(f"compare: callgrind {tool}: {e}", file=sys.stderr)
 
+    if args.json:  # first: the samples survive whatever the report does
+        with open(args.json, "w") as f:
+            json.dump([{"group": k[0], "tool": k[1], "metric": k[3], "bytes": s, "samples": v}
+                       for k, by in samples.items() for s, v in by.items()], f, indent=1)
     med = {(k[1], s): median(v) for k, by in samples.items() for s, v in by.items()}
+
+    def ratio_of(a, b, size):
+        x, y = med.get((a, size)), med.get((b, size))
+        return x / y if x is not None and y else None
+
     current = None
     for (group, label, ref, metric, better), by in samples.items():
         if group != current:
@@ -228,14 +240,40 @@ def main():
             print(f"  {'tool':34s} {'bytes':>8s} {'median':>12s} {'min':>12s} {'max':>12s} {'ratio':>8s}")
         for size in sorted(by):
             m = median(by[size])
-            ratio = ""
-            if ref and ref != label and (ref, size) in med:
-                ratio = f"{m / med[(ref, size)]:.3f}"
+            r = ratio_of(label, ref, size) if ref and ref != label else None
+            ratio = f"{r:.3f}" if r is not None else ""
             print(f"  {label:34s} {size:8d} {m:12.3f} {min(by[size]):12.3f} {max(by[size]):12.3f} {ratio:>8s}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([{"group": k[0], "tool": k[1], "metric": k[3], "bytes": s, "samples": v}
-                       for k, by in samples.items() for s, v in by.items()], f, indent=1)
+
+    # The targets of the performance issue, each met or not, from the medians above.
+    checks = []
+    for prov in ("tcp", "shm"):
+        for pat in ("lat-write", "lat-notify"):
+            for size in (8, 4096):
+                checks.append((f"latency {pat} {prov} {size} B: weft/raw <= 1.02",
+                               ratio_of(f"weft {pat} {prov}", f"raw {pat} {prov}", size), "<=", 1.02))
+        for size in (65536, 1 << 20):
+            checks.append((f"bandwidth bw-write {prov} {size} B: weft/raw >= 0.98",
+                           ratio_of(f"weft bw-write {prov}", f"raw bw-write {prov}", size), ">=", 0.98))
+    for size in (8, 4096, 65536, 1 << 20):
+        checks.append((f"bandwidth tcp {size} B: weft/UCX put_bw >= 1.0",
+                       ratio_of("weft bw-write tcp", "ucx put_bw tcp", size), ">=", 1.0))
+    checks.append(("bandwidth shm 1 MiB: weft/process_vm_writev >= 0.8",
+                   ratio_of("weft bw-write shm", "process_vm_writev", 1 << 20), ">=", 0.8))
+    for size in (8, 4096):
+        checks.append((f"cpu instructions per write {size} B: weft/raw <= 1.05",
+                       ratio_of("weft cpu-write tcp", "raw cpu-write tcp", size), "<=", 1.05))
+    print(f"\n== targets (medians of {args.rounds} rounds)")
+    for name, r, op, bound in checks:
+        if r is None:
+            print(f"  {name:58s}      n/a  (not measured)")
+            continue
+        ok = r <= bound if op == "<=" else r >= bound
+        print(f"  {name:58s} {r:8.3f}  {'met' if ok else 'MISSED'}")
+    for pat, unit in (("bw-write", "MB/s"), ("lat-write", "us")):
+        paths = {p: med.get((f"path {pat} {p}", 65536)) for p in ("tcp", "tcp;ofi_rxm", "net")}
+        if all(paths.values()):
+            print(f"  path, {pat} at 64 KiB ({unit}): " +
+                  ", ".join(f"{p} {v:.1f}" for p, v in paths.items()))
 
 
 if __name__ == "__main__":

@@ -246,14 +246,15 @@ SideChannel::~SideChannel()
 }
 
 SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Deadline deadline,
-                                 std::string_view secret)
+                                 std::string_view secret, const RetryPolicy& retry)
 {
     if (!secret.empty())
         check_secret(secret);
     const std::string peer = fmt::format("{}:{}", host, port);
-    auto backoff = std::chrono::milliseconds(10);
+    const auto start = Clock::now();
+    auto backoff = std::max(retry.initial, std::chrono::milliseconds(1));
     std::string last_error = "no address";
-    for (;;) {
+    for (int attempt = 1;; ++attempt) {
         auto addrs = resolve(host, port, false);
         for (const addrinfo* a = addrs.get(); a; a = a->ai_next) {
             const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -277,16 +278,25 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
             last_error = std::strerror(errno);
             ::close(fd);
         }
-        // Refused or unreachable: the server may not be up yet (libfabric#6682
-        // never retried); back off and try again until the deadline.
+        // Refused or unreachable: the server may not be up yet, or restarting
+        // (libfabric#6682 never retried); back off and try again, per policy.
+        const auto spent =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        if (retry.attempts > 0 && attempt >= retry.attempts)
+            fail(-FI_ECONNREFUSED,
+                 fmt::format("the weft server at {} could not be reached in {} attempt{} over {} "
+                             "ms (RetryPolicy: attempts {}, backoff {}..{} ms; last error: {}): "
+                             "is the server running there, and is the port open?",
+                             peer, attempt, attempt == 1 ? "" : "s", spent, retry.attempts,
+                             retry.initial.count(), retry.max.count(), last_error));
         if (deadline.remaining() <= backoff)
             fail(-FI_ETIMEDOUT,
-                 fmt::format("could not reach the weft server at {} before the deadline (last "
-                             "error: {}): is `weft pingpong --server` (or your server) running "
-                             "there, and is the port open?",
-                             peer, last_error));
+                 fmt::format("could not reach the weft server at {} before the deadline ({} "
+                             "attempts over {} ms; last error: {}): is `weft pingpong --server` "
+                             "(or your server) running there, and is the port open?",
+                             peer, attempt, spent, last_error));
         std::this_thread::sleep_for(backoff);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+        backoff = std::min(backoff * 2, std::max(retry.max, retry.initial));
     }
 }
 

@@ -15,7 +15,7 @@
 
 #include "../providers/traits.hpp"
 #include "weft/error.hpp"
-#include "wire.hpp"
+#include "offer.hpp"
 
 namespace weft {
 namespace {
@@ -35,43 +35,6 @@ std::array<std::byte, 16> make_token()
 }
 
 bool is_wildcard(std::string_view host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
-
-struct Offer {
-    EndpointKind kind;
-    std::uint32_t addr_format;
-    std::string provider;
-    std::string fabric;
-    std::vector<std::byte> token;
-    std::vector<std::byte> address;
-    std::string report;
-};
-
-std::vector<std::byte> encode(const Offer& o)
-{
-    wire::Writer w;
-    w.u8(o.kind == EndpointKind::msg ? 0 : 1);
-    w.u32(o.addr_format);
-    w.str(o.provider);
-    w.str(o.fabric);
-    w.bytes(o.token);
-    w.bytes(o.address);
-    w.str(o.report);
-    return w.data();
-}
-
-Offer decode_offer(std::span<const std::byte> b)
-{
-    wire::Reader r(b, "offer");
-    Offer o;
-    o.kind = r.u8() == 0 ? EndpointKind::msg : EndpointKind::rdm;
-    o.addr_format = r.u32();
-    o.provider = r.str();
-    o.fabric = r.str();
-    o.token = r.bytes();
-    o.address = r.bytes();
-    o.report = r.str();
-    return o;
-}
 
 } // namespace
 
@@ -100,6 +63,23 @@ RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
     return RemoteRegion::decode(side_.receive(Frame::region, deadline));
 }
 
+void Connection::reconnect(Deadline deadline)
+{
+    if (!options_)
+        throw UsageError("reconnect", -FI_EINVAL, std::string(selection_->provider()),
+                         "only the client side of a connection reconnects; a server accepts the "
+                         "client's new connection instead (Server::accept)");
+    if (!options_->retry.reconnect)
+        throw UsageError("reconnect", -FI_EINVAL, std::string(selection_->provider()),
+                         fmt::format("this connection to {} did not opt in to reconnecting: set "
+                                     "Options::retry.reconnect = true (and a backoff) to allow it",
+                                     host_port_));
+    Connection fresh = connect(host_port_, *options_, deadline);
+    const int count = reconnects_ + 1;
+    *this = std::move(fresh);
+    reconnects_ = count;
+}
+
 void Connection::barrier(Deadline deadline)
 {
     side_.send(Frame::barrier, {}, deadline);
@@ -110,7 +90,8 @@ Connection Connection::connect(std::string_view host_port, const Options& option
                                Deadline deadline)
 {
     const auto [host, port] = split_host_port(host_port);
-    SideChannel side = SideChannel::connect(host, port, deadline, resolve_secret(options.secret));
+    SideChannel side =
+        SideChannel::connect(host, port, deadline, resolve_secret(options.secret), options.retry);
     try {
         const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
         if (!options.provider.empty() &&
@@ -142,6 +123,8 @@ Connection Connection::connect(std::string_view host_port, const Options& option
         Connection c(std::move(selection), std::move(domain), std::move(ep), peer,
                      std::move(side));
         c.peer_report_ = offer.report;
+        c.host_port_ = std::string(host_port);
+        c.options_ = options;
         return c;
     } catch (const std::exception& e) {
         side.send_error(e.what());

@@ -221,13 +221,18 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
     post("fi_readmsg", [&] { return fi_readmsg(ep_, &msg, FI_COMPLETION); });
 }
 
+void Endpoint::inject_too_big(std::size_t len) const
+{
+    throw UsageError("write_inject", -FI_EINVAL, std::string(provider()),
+                     fmt::format("{} B exceeds the inject size of {} B: use write()", len,
+                                 inject_size_));
+}
+
 void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
                             std::uint64_t offset, Peer peer)
 {
-    if (src.size() > inject_size_)
-        throw UsageError("write_inject", -FI_EINVAL, std::string(provider()),
-                         fmt::format("{} B exceeds the inject size of {} B: use write()",
-                                     src.size(), inject_size_));
+    if (src.size() > inject_size_) [[unlikely]]
+        inject_too_big(src.size());
     const std::uint64_t addr = dst.write_address(offset, src.size());
     post("fi_inject_write", [&] {
         return fi_inject_write(ep_, src.data(), src.size(), peer.addr, addr, dst.key());
@@ -337,9 +342,20 @@ std::size_t Endpoint::drain(std::span<Completion> out)
     std::array<fi_cq_data_entry, batch> entries;
     const std::size_t n = cq_->read(entries.data(), std::min(batch, out.size()));
     std::size_t m = 0;
-    for (std::size_t i = 0; i < n; ++i)
-        if (translate(entries[i], out[m]))
+    const auto slots_lo = reinterpret_cast<std::uintptr_t>(slots_.data());
+    const auto slots_hi = slots_lo + slots_.size() * sizeof(Slot);
+    for (std::size_t i = 0; i < n; ++i) {
+        const fi_cq_data_entry& e = entries[i];
+        const auto p = reinterpret_cast<std::uintptr_t>(e.op_context);
+        // The common case inline: the caller's own operation completed.
+        if (!(e.flags & FI_REMOTE_CQ_DATA) && e.op_context != &internal_ &&
+            e.op_context != &fence_ && (p < slots_lo || p >= slots_hi)) [[likely]] {
+            out[m++] = Completion{e.op_context, frame::op_from_flags(e.flags), e.len, 0, {}};
+            continue;
+        }
+        if (translate(e, out[m]))
             ++m;
+    }
     if (credits_)
         grant_credits();
     return m;
@@ -418,7 +434,7 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
         }
     std::uint32_t spins = 0;
     for (;;) {
-        std::array<Completion, 16> got;
+        auto& got = waiting_;
         const std::size_t n = drain(got);
         std::size_t hit = n;
         for (std::size_t i = 0; i < n; ++i) {
@@ -429,28 +445,40 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
         }
         if (hit != n)
             return take(got[hit]);
-        if ((++spins & 63u) == 0 && deadline.expired()) {
-            std::string hint = fmt::format("no completion for {} before the deadline", what);
-            if (quirks_.target_needs_progress)
-                hint += "; this provider moves data only while the peer reads its completion "
-                        "queue, so the peer must poll its endpoint or run a progress thread "
-                        "(Progress::automatic)";
-            if (quirks_.remote_errors_silent)
-                hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
-                        "without an error, so check the RemoteRegion too";
-            hint += "; is the peer alive?";
-            detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
-        }
+        if ((++spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+            wait_timeout(what);
     }
+}
+
+void Endpoint::wait_timeout(const char* what) const
+{
+    std::string hint = fmt::format("no completion for {} before the deadline", what);
+    if (quirks_.target_needs_progress)
+        hint += "; this provider moves data only while the peer reads its completion "
+                "queue, so the peer must poll its endpoint or run a progress thread "
+                "(Progress::automatic)";
+    if (quirks_.remote_errors_silent)
+        hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
+                "without an error, so check the RemoteRegion too";
+    hint += "; is the peer alive?";
+    detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
 }
 
 Completion Endpoint::wait(void* context, Deadline deadline)
 {
-    return wait_until(
-        [context](const Completion& c) {
-            return c.context == context && c.op != Op::recv && c.op != Op::notify;
-        },
-        deadline, "the operation");
+    const auto mine = [context](const Completion& c) {
+        return c.context == context && c.op != Op::recv && c.op != Op::notify;
+    };
+    // Fast path: nothing held back, and the first poll brings exactly this
+    // completion (one operation in flight, the common case).
+    if (deferred_.empty() && lent_.empty() && ep_ != nullptr) [[likely]] {
+        const std::size_t n = drain(waiting_);
+        if (n == 1 && mine(waiting_[0])) [[likely]]
+            return waiting_[0];
+        for (std::size_t i = 0; i < n; ++i)
+            deferred_.push_back(waiting_[i]); // wait_until finds it there
+    }
+    return wait_until(mine, deadline, "the operation");
 }
 
 Completion Endpoint::wait_for(Op op, Deadline deadline)

@@ -214,14 +214,12 @@ void MemoryRegion::register_with(const Endpoint* bind_to)
     desc_ = fi_mr_desc(raw);
 }
 
-Local MemoryRegion::slice(std::size_t offset, std::size_t len) const
+void MemoryRegion::bad_slice(std::size_t offset, std::size_t len) const
 {
     check_live("MemoryRegion::slice");
-    if (offset > memory_.size() || len > memory_.size() - offset)
-        throw UsageError("MemoryRegion::slice", -FI_EINVAL, std::string(domain_->provider()),
-                         fmt::format("local range [{}, +{}) is outside the {} B region", offset,
-                                     len, memory_.size()));
-    return {memory_.data() + offset, len, desc_};
+    throw UsageError("MemoryRegion::slice", -FI_EINVAL, std::string(domain_->provider()),
+                     fmt::format("local range [{}, +{}) is outside the {} B region", offset, len,
+                                 memory_.size()));
 }
 
 RemoteRegion MemoryRegion::remote() const

@@ -59,6 +59,17 @@ public:
         return {reinterpret_cast<const char*>(b.data()), b.size()};
     }
 
+    /// Throws unless every byte was read: trailing bytes are garbage too.
+    void finish() const
+    {
+        if (pos_ != in_.size())
+            throw Error("bootstrap", -EPROTO, "",
+                        std::string("the peer's ") + std::string(what_) + " message has " +
+                            std::to_string(in_.size() - pos_) +
+                            " trailing bytes: the peer is not a weft program of this version, "
+                            "or the data is corrupt");
+    }
+
 private:
     void need(std::size_t n)
     {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/peer_process.hpp"
 
 extern char** environ;
 
@@ -23,49 +24,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// The peer process; killed and reaped on scope exit.
-class PeerProcess {
-public:
-    explicit PeerProcess(const test::Case& c)
-    {
-        int out[2];
-        REQUIRE(pipe(out) == 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-        posix_spawn_file_actions_addclose(&fa, out[0]);
-        const std::string kind = c.kind == EndpointKind::msg ? "msg" : "rdm";
-        const std::string addr = test::test_address();
-        char* argv[] = {const_cast<char*>(WEFT_TEST_PEER_PATH), const_cast<char*>(c.provider.c_str()),
-                        const_cast<char*>(kind.c_str()), const_cast<char*>(addr.c_str()), nullptr};
-        REQUIRE(posix_spawn(&pid_, WEFT_TEST_PEER_PATH, &fa, nullptr, argv, environ) == 0);
-        posix_spawn_file_actions_destroy(&fa);
-        close(out[1]);
-        FILE* f = fdopen(out[0], "r");
-        unsigned port = 0;
-        REQUIRE(std::fscanf(f, "PORT %u", &port) == 1);
-        std::fclose(f);
-        port_ = static_cast<std::uint16_t>(port);
-    }
-    ~PeerProcess()
-    {
-        int st = 0;
-        const auto until = Deadline::after(10s);
-        while (waitpid(pid_, &st, WNOHANG) == 0) {
-            if (until.expired()) {
-                kill(pid_, SIGKILL);
-                waitpid(pid_, &st, 0);
-                return;
-            }
-            std::this_thread::sleep_for(5ms);
-        }
-    }
-    std::uint16_t port() const { return port_; }
-
-private:
-    pid_t pid_ = -1;
-    std::uint16_t port_ = 0;
-};
+/// The peer process serving this cell.
+test::PeerProcess spawn_peer(const test::Case& c)
+{
+    return test::PeerProcess(WEFT_TEST_PEER_PATH, {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
+                                                   test::test_address()});
+}
 
 std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b = 0,
                   std::uint64_t d = 0)
@@ -93,7 +57,7 @@ TEST_CASE("two processes: write, read, notify and messages across the boundary",
     const auto c = cells[GENERATE_COPY(range(std::size_t{0}, cells.size()))];
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
-    PeerProcess peer(c);
+    auto peer = spawn_peer(c);
     Options o;
     o.slot_size = (4u << 20) + 64;
     o.rx_slots = 4;

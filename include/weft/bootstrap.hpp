@@ -19,6 +19,7 @@
 /// bytes; e.g. `head -c 32 /dev/urandom | base64`).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,6 +49,17 @@ enum class Frame : std::uint16_t {
 /// symmetric (the acceptor verifies first, so it reveals nothing to a stranger).
 enum class Role : std::uint8_t { connector, acceptor };
 
+/// How connecting retries a server that refuses or cannot be reached (it may
+/// start late, or be restarting): exponential backoff from `initial` to `max`.
+struct RetryPolicy {
+    /// Connection attempts before giving up; 0 = keep trying until the deadline.
+    int attempts = 0;
+    std::chrono::milliseconds initial{10};
+    std::chrono::milliseconds max{500};
+    /// The client may call Connection::reconnect() after the server went away.
+    bool reconnect = false;
+};
+
 /// The smallest shared secret weft accepts, in bytes.
 inline constexpr std::size_t min_secret_size = 16;
 std::string_view to_string(Frame f) noexcept;
@@ -59,7 +71,7 @@ public:
     /// `deadline` (the server may start late), then exchanges Hello. With a
     /// `secret`, the server must prove it holds the same one (and vice versa).
     static SideChannel connect(std::string_view host, std::uint16_t port, Deadline deadline,
-                               std::string_view secret = {});
+                               std::string_view secret = {}, const RetryPolicy& retry = {});
 
     SideChannel(SideChannel&& other) noexcept;
     SideChannel& operator=(SideChannel&& other) noexcept;

@@ -50,6 +50,16 @@ public:
     std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access) const;
     std::shared_ptr<MemoryRegion> allocate(std::size_t size, Access access) const;
 
+    /// Client side, after the server went away (a peer error, a closed side
+    /// channel): runs the bootstrap again to the same host:port, retrying with
+    /// backoff (Options::retry) until `deadline`, and replaces this connection.
+    /// Only when the client opted in (RetryPolicy::reconnect); otherwise throws
+    /// UsageError. The new connection has a new domain: register memory on it
+    /// again and exchange the new RemoteRegions before resuming.
+    void reconnect(Deadline deadline);
+    /// How many times reconnect() succeeded.
+    int reconnects() const noexcept { return reconnects_; }
+
     /// Sends `mine` and returns the peer's RemoteRegion (both sides call it).
     RemoteRegion exchange(const RemoteRegion& mine, Deadline deadline);
     /// Returns once both sides have called it.
@@ -81,6 +91,9 @@ private:
     Peer peer_;
     SideChannel side_;
     std::string peer_report_;
+    std::string host_port_; // client side: where reconnect() goes
+    std::optional<Options> options_;
+    int reconnects_ = 0;
 };
 
 /// Accepts Connections: owns the side-channel listener, the selection, and the

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -225,6 +226,8 @@ private:
                     Peer peer);
     [[noreturn]] void unsupported(const char* what) const;
     [[noreturn]] void closed_error(const char* call) const;
+    [[noreturn]] void wait_timeout(const char* what) const;
+    [[noreturn]] void inject_too_big(std::size_t len) const;
     /// Zero bytes (true: completed locally) or more than max_msg_size (throws).
     bool odd_length(const char* call, Op op, std::size_t len, void* context);
 
@@ -241,6 +244,7 @@ private:
     std::vector<Slot> slots_;
     std::vector<std::uint32_t> lent_;  // slots handed to the caller, reposted on the next poll
     detail::Ring<Completion> deferred_; // read while waiting for something else, or synthesized
+    std::array<Completion, 16> waiting_{}; // wait()'s batch: not re-initialised on every spin
     std::size_t slot_size_ = 0;
     std::size_t max_message_ = 0;
     std::size_t max_transfer_ = SIZE_MAX;

@@ -73,7 +73,12 @@ public:
     fid_mr* get() const noexcept { return fid_.get(); }
 
     /// [offset, offset+len) as a data-path view; throws UsageError when out of bounds.
-    Local slice(std::size_t offset, std::size_t len) const;
+    Local slice(std::size_t offset, std::size_t len) const
+    {
+        if (revoked_ || offset > memory_.size() || len > memory_.size() - offset) [[unlikely]]
+            bad_slice(offset, len);
+        return {memory_.data() + offset, len, desc_};
+    }
     Local all() const { return slice(0, memory_.size()); }
 
     /// The descriptor a peer needs to reach this region; throws UsageError for a
@@ -98,6 +103,7 @@ public:
 private:
     void register_with(const Endpoint* bind_to);
     void check_live(const char* call) const;
+    [[noreturn]] void bad_slice(std::size_t offset, std::size_t len) const;
     bool read_only_ = false; // a read-only mapping: no local write roles (verbs needs that)
     bool revoked_ = false;
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/bootstrap.hpp"
 #include "weft/info.hpp"
 
 namespace weft {
@@ -70,6 +71,9 @@ struct Options {
     /// key (HMAC-SHA256 challenge-response, see bootstrap.hpp); at least 16 bytes.
     /// Empty: the WEFT_SECRET environment variable, else no secret.
     std::string secret;
+    /// Connecting: how a refused or unreachable server is retried, and whether
+    /// Connection::reconnect() may be used after it went away.
+    RetryPolicy retry;
 };
 
 struct Rejection {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 // weft-test-peer: the far end of the two-process tests. It accepts one client,
 // exposes an 8 MiB region, and answers commands sent over the side channel.
-//   usage: weft-test-peer PROVIDER msg|rdm ADDRESS
+//   usage: weft-test-peer PROVIDER msg|rdm ADDRESS [PORT]
+// With --stream HOST:PORT it is a client instead: it connects to a weft server
+// there, exchanges regions and writes to the server's region until it is
+// killed (the fault tests kill it).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -41,10 +45,26 @@ void reply(Connection& c, std::uint64_t value)
 
 } // namespace
 
+int stream(Options o, const char* server)
+{
+    Connection c = Connection::connect(server, o, Deadline::after(60s));
+    auto src = c.allocate(1u << 20, Access::local);
+    auto mine = c.allocate(4096, Access::remote_read); // the exchange is symmetric
+    const RemoteRegion target = c.exchange(mine->remote(), Deadline::after(30s));
+    std::printf("STREAMING\n");
+    std::fflush(stdout);
+    int ctx = 0;
+    for (std::uint64_t i = 0;; ++i) {
+        fill(src->bytes().first(65536), i);
+        c.write(src->slice(0, 65536), target, (i * 65536) % (target.length() - 65536), &ctx);
+        (void)c.endpoint().wait(&ctx, Deadline::after(30s));
+    }
+}
+
 int main(int argc, char** argv)
 {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: weft-test-peer PROVIDER msg|rdm ADDRESS\n");
+    if (argc != 4 && argc != 5 && !(argc == 6 && std::strcmp(argv[4], "--stream") == 0)) {
+        std::fprintf(stderr, "usage: weft-test-peer PROVIDER msg|rdm ADDRESS [PORT | --stream HOST:PORT]\n");
         return 2;
     }
     try {
@@ -55,7 +75,9 @@ int main(int argc, char** argv)
         o.node = argv[3];
         o.slot_size = (4u << 20) + 64;
         o.rx_slots = 4;
-        Server server(o, argv[3], 0);
+        if (argc == 6)
+            return stream(o, argv[5]);
+        Server server(o, argv[3], argc == 5 ? static_cast<std::uint16_t>(std::atoi(argv[4])) : 0);
         std::printf("PORT %u\n", server.port());
         std::fflush(stdout);
         // Exposed memory outlives the connection that exposes it.

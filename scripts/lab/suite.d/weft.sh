@@ -32,14 +32,25 @@ check_weft_memory() { weft_catch "$WEFT_TESTS/test_memory" "[matrix]"; }
 check_weft_progress() { weft_catch "$WEFT_TESTS/test_progress" "[matrix]"; }
 check_weft_process() { weft_catch "$WEFT_TESTS/test_process"; }
 check_weft_batch() { weft_catch "$WEFT_TESTS/test_features" "[matrix]"; }
+# Reliability over verbs: edges and least privilege, the soak (10^5 verified
+# operations), a peer killed mid-stream.
+check_weft_edges() { weft_catch "$WEFT_TESTS/test_edges"; }
+check_weft_soak() {
+    weft_env "$WEFT_TESTS/test_soak" 2>&1 | grep -E "^soak |threads verbs|passed|failed|FAILED"
+    return "${PIPESTATUS[0]}"
+}
+check_weft_faults() { weft_catch "$WEFT_TESTS/test_faults" "[process]"; }
 export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
-    check_weft_batch
+    check_weft_batch check_weft_edges check_weft_soak check_weft_faults
 run_check "$DEV" weft_verbs check_weft_verbs
 run_check "$DEV" weft_matrix check_weft_matrix
 run_check "$DEV" weft_memory check_weft_memory
 run_check "$DEV" weft_progress check_weft_progress
 run_check "$DEV" weft_process check_weft_process
 run_check "$DEV" weft_batch check_weft_batch
+run_check "$DEV" weft_edges check_weft_edges
+WEFT_LAB_CHECK_TIMEOUT=600 run_check --show "$DEV" weft_soak check_weft_soak
+run_check "$DEV" weft_faults check_weft_faults
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm
@@ -63,3 +74,16 @@ run_check --show "$DEV" weft_pingpong_rdm check_weft_pingpong rdm
 check_weft_doctor() { "$WEFT_BIN" doctor && "$WEFT_BIN" info | sed -n '/RDMA devices/,/^$/p'; }
 export -f check_weft_doctor
 run_check "$DEV" weft_doctor check_weft_doctor
+
+# Network faults on the tcp path (once, not per device): this guest's kernel has
+# sch_netem, the host's does not. A namespace and a veth pair made by the test.
+if [[ $DEV == "${WEFT_LAB_FIRST_DEVICE:-rxe0}" ]]; then
+    check_weft_netfaults() {
+        modprobe -q sch_netem 2>/dev/null
+        modprobe -q veth 2>/dev/null
+        "$WEFT_TESTS/test_netfaults" 2>&1 | grep -E "loss|link down|passed|failed|FAILED|skipped|netem" | head -n 20
+        return "${PIPESTATUS[0]}"
+    }
+    export -f check_weft_netfaults
+    run_check --show net weft_netfaults check_weft_netfaults
+fi

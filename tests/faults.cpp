@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+// Faults with real processes: a peer killed with SIGKILL mid-stream, a server
+// that restarts, a server that is not there. The survivor gets a clear error
+// within seconds, releases everything (the FidLeakCheck listener checks) and
+// carries on with a new peer.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "support/cases.hpp"
+#include "support/peer_process.hpp"
+
+using namespace weft;
+using weft::test::soon;
+using namespace std::chrono_literals;
+
+namespace {
+
+test::Case cell()
+{
+    static const auto cells = test::matrix();
+    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
+    return cells[index];
+}
+
+std::string kind_arg(const test::Case& c) { return c.kind == EndpointKind::msg ? "msg" : "rdm"; }
+
+/// weft-test-peer's arguments for a server on this cell (on a fixed port when given).
+std::vector<std::string> server_args(const test::Case& c, std::uint16_t port = 0)
+{
+    std::vector<std::string> args{c.provider, kind_arg(c), test::test_address()};
+    if (port)
+        args.push_back(std::to_string(port));
+    return args;
+}
+
+test::PeerProcess server_peer(const test::Case& c)
+{
+    return test::PeerProcess(WEFT_TEST_PEER_PATH, server_args(c));
+}
+
+Options peer_options()
+{
+    Options o;
+    o.slot_size = (4u << 20) + 64; // as weft-test-peer has it
+    o.rx_slots = 4;
+    return o;
+}
+
+/// Writes 64 KiB and reads it back, verified; throws weft::Error on a fault.
+void verified_round(Connection& c, MemoryRegion& src, MemoryRegion& sink, const RemoteRegion& dst,
+                    std::uint64_t seed, std::chrono::seconds wait = 20s)
+{
+    constexpr std::size_t n = 65536;
+    const std::uint64_t off = (seed * n) % (dst.length() - n);
+    test::fill_pattern(src.bytes().first(n), seed);
+    int ctx = 0;
+    c.write(src.slice(0, n), dst, off, &ctx);
+    (void)c.endpoint().wait(&ctx, Deadline::after(wait));
+    c.read(sink.slice(0, n), dst, off, &ctx);
+    (void)c.endpoint().wait(&ctx, Deadline::after(wait));
+    REQUIRE(std::memcmp(sink.data(), src.data(), n) == 0);
+}
+
+std::uint16_t free_port()
+{
+    SideListener probe(test::test_address(), 0);
+    return probe.port();
+}
+
+} // namespace
+
+TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in seconds, then "
+          "works with a new peer",
+          "[faults][process]")
+{
+    const auto c = cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const auto address = [&](std::uint16_t port) { return fmt::format("{}:{}", test::test_address(), port); };
+    {
+        auto peer = server_peer(c);
+        Connection conn = Connection::connect(address(peer.port()), peer_options(), soon());
+        auto src = conn.allocate(1u << 20, Access::remote_write);
+        auto sink = conn.allocate(1u << 20, Access::remote_write);
+        const RemoteRegion remote = conn.exchange(sink->remote(), soon());
+        for (std::uint64_t i = 0; i < 8; ++i)
+            verified_round(conn, *src, *sink, remote, i);
+
+        // Keep streaming while the peer dies; every wait has a 5 s deadline.
+        std::thread killer([&] {
+            std::this_thread::sleep_for(200ms);
+            peer.kill_now();
+        });
+        const auto started = Clock::now();
+        std::string error;
+        Clock::time_point failed_at{};
+        try {
+            for (std::uint64_t i = 8; Clock::now() - started < 60s; ++i)
+                verified_round(conn, *src, *sink, remote, i, 5s);
+        } catch (const Error& e) {
+            error = e.what();
+            failed_at = Clock::now();
+        }
+        killer.join();
+        INFO("error: " << error);
+        REQUIRE_FALSE(error.empty());
+        const auto after_kill = failed_at - (started + 200ms);
+        CHECK(after_kill < 10s); // "within seconds": 5 s per wait at most, and retries
+        WARN(c.label() << ": killed peer reported "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(after_kill).count()
+                       << " ms after SIGKILL: " << error);
+    } // everything released here: the listener checks no fid is left open
+
+    // The survivor is not poisoned: a new peer, a new connection, verified data.
+    auto again = server_peer(c);
+    Connection conn = Connection::connect(address(again.port()), peer_options(), soon());
+    auto src = conn.allocate(1u << 20, Access::remote_write);
+    auto sink = conn.allocate(1u << 20, Access::remote_write);
+    const RemoteRegion remote = conn.exchange(sink->remote(), soon());
+    for (std::uint64_t i = 0; i < 4; ++i)
+        verified_round(conn, *src, *sink, remote, 100 + i);
+    again.kill_now(); // it would wait for commands
+}
+
+TEST_CASE("faults: a client killed mid-stream: the server notices and accepts the next one",
+          "[faults][process]")
+{
+    const auto c = cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    Options o = peer_options();
+    o.provider = c.provider;
+    o.kind = c.kind;
+    o.node = test::test_address();
+    o.allow_shm = true;
+    Server server(o, test::test_address(), 0);
+    std::vector<std::shared_ptr<MemoryRegion>> exposed; // outlive their connections
+    const std::string where = fmt::format("{}:{}", test::test_address(), server.port());
+    for (int round = 0; round < 2; ++round) {
+        INFO("client " << round);
+        std::optional<test::PeerProcess> client;
+        std::thread spawn([&] {
+            client.emplace(WEFT_TEST_PEER_PATH,
+                           std::vector<std::string>{c.provider, kind_arg(c), test::test_address(),
+                                                    "--stream", where});
+        });
+        Connection conn = server.accept(soon(60s));
+        auto target = exposed.emplace_back(conn.allocate(8u << 20, Access::remote_read_write));
+        (void)conn.exchange(target->remote(), soon());
+        spawn.join();
+        REQUIRE(client->first_line().rfind("STREAMING", 0) == 0);
+        // The client writes into `target`; see data arrive while driving progress.
+        const auto deadline = Deadline::after(20s);
+        while (std::all_of(target->data(), target->data() + 65536, [](std::byte b) { return b == std::byte{0}; })) {
+            REQUIRE_FALSE(deadline.expired());
+            (void)conn.endpoint().poll_one();
+        }
+        client->kill_now();
+        const auto killed = Clock::now();
+        // A passive target learns of it on the side channel: a clear error, soon.
+        std::string error;
+        try {
+            while (!conn.side().readable()) {
+                REQUIRE(Clock::now() - killed < 10s);
+                (void)conn.endpoint().poll_one();
+            }
+            (void)conn.side().receive(Frame::data, soon());
+        } catch (const Error& e) {
+            error = e.what();
+        }
+        CHECK_THAT(error, Catch::Contains("closed the side channel"));
+        CHECK(Clock::now() - killed < 10s);
+    }
+}
+
+TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes, others get a "
+          "clear error",
+          "[faults][process][reconnect]")
+{
+    // One provider per endpoint kind is enough: reconnecting is bootstrap logic.
+    const auto c = cell();
+    if (c.provider != "tcp" && c.provider != "tcp;ofi_rxm" && c.provider != "verbs")
+        return;
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const std::uint16_t port = free_port();
+    const std::string where = fmt::format("{}:{}", test::test_address(), port);
+    Options opted = peer_options();
+    opted.retry.reconnect = true;
+    opted.retry.initial = 20ms;
+    opted.retry.max = 200ms;
+    Options plain = peer_options();
+
+    std::optional<test::PeerProcess> server;
+    server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    Connection conn = Connection::connect(where, opted, soon());
+    auto src = conn.allocate(1u << 20, Access::remote_write);
+    auto sink = conn.allocate(1u << 20, Access::remote_write);
+    RemoteRegion remote = conn.exchange(sink->remote(), soon());
+    verified_round(conn, *src, *sink, remote, 1);
+
+    server->kill_now();
+    server.reset();
+    CHECK_THROWS_AS(verified_round(conn, *src, *sink, remote, 2, 5s), Error);
+
+    // The server comes back on the same port after a while; the client retries
+    // with backoff meanwhile.
+    std::thread restart([&] {
+        std::this_thread::sleep_for(700ms);
+        server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    });
+    conn.reconnect(soon(30s));
+    restart.join();
+    CHECK(conn.reconnects() == 1);
+    // Resume: new domain, so new registrations and a new exchange.
+    src = conn.allocate(1u << 20, Access::remote_write);
+    sink = conn.allocate(1u << 20, Access::remote_write);
+    remote = conn.exchange(sink->remote(), soon());
+    for (std::uint64_t i = 0; i < 4; ++i)
+        verified_round(conn, *src, *sink, remote, 10 + i);
+
+    // A client that did not opt in is told so, with the fix.
+    server->kill_now();
+    server.reset();
+    server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    Connection other = Connection::connect(where, plain, soon());
+    CHECK_THROWS_WITH(other.reconnect(soon()), Catch::Contains("Options::retry.reconnect"));
+    server->kill_now();
+}
+
+TEST_CASE("faults: nobody at the address: retried per policy, then a clear error",
+          "[faults][reconnect]")
+{
+    const std::uint16_t port = free_port(); // nothing listens there
+    RetryPolicy policy;
+    policy.attempts = 4;
+    policy.initial = 50ms;
+    policy.max = 100ms;
+    const auto start = Clock::now();
+    try {
+        (void)SideChannel::connect(test::test_address(), port, soon(), {}, policy);
+        FAIL("connected to nothing");
+    } catch (const Error& e) {
+        CHECK(e.code() == -FI_ECONNREFUSED);
+        CHECK_THAT(e.what(), Catch::Contains("4 attempts") && Catch::Contains("refused") &&
+                                 Catch::Contains("is the server running"));
+    }
+    const auto took = Clock::now() - start;
+    CHECK(took >= 50ms + 100ms + 100ms); // it did back off between attempts
+    CHECK(took < 5s);
+    // Through Connection::connect, the same policy applies.
+    Options o;
+    o.retry = policy;
+    CHECK_THROWS_WITH(Connection::connect(fmt::format("{}:{}", test::test_address(), port), o, soon()),
+                      Catch::Contains("4 attempts"));
+}

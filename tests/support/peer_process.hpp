@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+// weft-test-peer as a child process: spawned with arguments, its first output
+// line read ("PORT n" or "STREAMING"), killed and reaped on scope exit.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "weft/deadline.hpp"
+
+extern char** environ;
+
+namespace weft::test {
+
+class PeerProcess {
+public:
+    /// Runs `path` with `args`; waits for its first line and keeps it.
+    PeerProcess(const char* path, const std::vector<std::string>& args)
+    {
+        int out[2];
+        REQUIRE(pipe(out) == 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_addclose(&fa, out[0]);
+        std::vector<char*> argv{const_cast<char*>(path)};
+        for (const auto& a : args)
+            argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        REQUIRE(posix_spawn(&pid_, path, &fa, nullptr, argv.data(), environ) == 0);
+        posix_spawn_file_actions_destroy(&fa);
+        close(out[1]);
+        FILE* f = fdopen(out[0], "r");
+        char line[128] = {};
+        const bool got = std::fgets(line, sizeof line, f) != nullptr;
+        std::fclose(f);
+        REQUIRE(got);
+        first_line_ = line;
+        unsigned port = 0;
+        if (std::sscanf(line, "PORT %u", &port) == 1)
+            port_ = static_cast<std::uint16_t>(port);
+    }
+    PeerProcess(const PeerProcess&) = delete;
+    PeerProcess& operator=(const PeerProcess&) = delete;
+    ~PeerProcess()
+    {
+        if (pid_ < 0)
+            return;
+        int st = 0;
+        const auto until = Deadline::after(std::chrono::seconds(10));
+        while (waitpid(pid_, &st, WNOHANG) == 0) {
+            if (until.expired()) {
+                kill(pid_, SIGKILL);
+                waitpid(pid_, &st, 0);
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    /// SIGKILL now, and reap: the peer vanishes without a word.
+    void kill_now()
+    {
+        if (pid_ < 0)
+            return;
+        ::kill(pid_, SIGKILL);
+        int st = 0;
+        waitpid(pid_, &st, 0);
+        pid_ = -1;
+    }
+    std::uint16_t port() const { return port_; }
+    const std::string& first_line() const { return first_line_; }
+
+private:
+    pid_t pid_ = -1;
+    std::uint16_t port_ = 0;
+    std::string first_line_;
+};
+
+} // namespace weft::test
