@@ -14,20 +14,9 @@ using namespace weft;
 using weft::test::soon;
 using namespace std::chrono_literals;
 
-namespace {
-
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
-
-} // namespace
-
 TEST_CASE("bad input: wrong key, out of bounds, oversized message", "[matrix][bad-input]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -97,7 +86,7 @@ TEST_CASE("bad input: wrong key, out of bounds, oversized message", "[matrix][ba
 
 TEST_CASE("atomics: fetch-add and compare-and-swap, or a clear refusal", "[matrix][atomic]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);

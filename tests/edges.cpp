@@ -20,12 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
 
 bool all_equal(const std::byte* p, std::size_t n, std::byte v)
 {
@@ -40,7 +34,9 @@ bool refused(test::Pair& p, const std::function<void(void*)>& post, const Remote
 {
     Endpoint& ep = p.client.endpoint();
     const bool silent = ep.quirks().remote_errors_silent;
-    auto sink = p.client.allocate(64, Access::remote_write);
+    // Outlives the connection: when the write's error surfaces first, the
+    // fence read may still be in flight (sockets lands it later, measured).
+    auto sink = p.exposed.emplace_back(p.client.allocate(64, Access::remote_write));
     int ctx = 0;
     try {
         post(&ctx);
@@ -89,7 +85,7 @@ void expect_refused(test::Pair& p, const std::function<void(void*)>& post, const
 
 TEST_CASE("edges: zero-length operations complete and move nothing", "[matrix][edges]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -134,7 +130,7 @@ TEST_CASE("edges: zero-length operations complete and move nothing", "[matrix][e
 
 TEST_CASE("edges: unaligned user buffers move byte for byte", "[matrix][edges]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -163,7 +159,7 @@ TEST_CASE("edges: unaligned user buffers move byte for byte", "[matrix][edges]")
 TEST_CASE("edges: a transfer above the provider's max_msg_size is refused before posting",
           "[matrix][edges]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -193,7 +189,7 @@ TEST_CASE("edges: a transfer above the provider's max_msg_size is refused before
 
 TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matrix][edges][revoke]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -201,7 +197,7 @@ TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matr
     auto target = p.server.register_memory(memory, Access::remote_read_write);
     const RemoteRegion remote = target->remote();
     auto fence = p.expose(64, Access::remote_read);
-    auto src = p.client.allocate(4096, Access::remote_write);
+    auto src = p.exposed.emplace_back(p.client.allocate(4096, Access::remote_write));
     std::memset(src->data(), 0x44, 4096);
     int ctx = 0;
     // Works before revocation (the read orders after the write).
@@ -228,7 +224,7 @@ TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matr
 TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
           "[matrix][edges][privilege]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -236,7 +232,7 @@ TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
     std::memset(target->data(), 0x33, 4096);
     const RemoteRegion honest = target->remote();
     REQUIRE_FALSE(honest.is_writable());
-    auto src = p.client.allocate(4096, Access::local);
+    auto src = p.exposed.emplace_back(p.client.allocate(4096, Access::local));
     std::memset(src->data(), 0x44, 4096);
     int ctx = 0;
     auto fence = p.expose(64, Access::remote_read);
@@ -267,7 +263,7 @@ TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
 TEST_CASE("misuse: posting on a closed endpoint is an error, closing twice is not",
           "[matrix][edges][close]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);

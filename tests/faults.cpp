@@ -22,12 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
 
 std::string kind_arg(const test::Case& c) { return c.kind == EndpointKind::msg ? "msg" : "rdm"; }
 
@@ -80,15 +74,16 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
           "works with a new peer",
           "[faults][process]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     const auto address = [&](std::uint16_t port) { return fmt::format("{}:{}", test::test_address(), port); };
     {
         auto peer = server_peer(c);
+        std::vector<std::shared_ptr<MemoryRegion>> held; // regions outlive the connection
         Connection conn = Connection::connect(address(peer.port()), peer_options(), soon());
-        auto src = conn.allocate(1u << 20, Access::remote_write);
-        auto sink = conn.allocate(1u << 20, Access::remote_write);
+        auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+        auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
         const RemoteRegion remote = conn.exchange(sink->remote(), soon());
         for (std::uint64_t i = 0; i < 8; ++i)
             verified_round(conn, *src, *sink, remote, i);
@@ -120,9 +115,10 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
 
     // The survivor is not poisoned: a new peer, a new connection, verified data.
     auto again = server_peer(c);
+    std::vector<std::shared_ptr<MemoryRegion>> held;
     Connection conn = Connection::connect(address(again.port()), peer_options(), soon());
-    auto src = conn.allocate(1u << 20, Access::remote_write);
-    auto sink = conn.allocate(1u << 20, Access::remote_write);
+    auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+    auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     const RemoteRegion remote = conn.exchange(sink->remote(), soon());
     for (std::uint64_t i = 0; i < 4; ++i)
         verified_round(conn, *src, *sink, remote, 100 + i);
@@ -132,7 +128,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
 TEST_CASE("faults: a client killed mid-stream: the server notices and accepts the next one",
           "[faults][process]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     Options o = peer_options();
@@ -185,7 +181,7 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
           "[faults][process][reconnect]")
 {
     // One provider per endpoint kind is enough: reconnecting is bootstrap logic.
-    const auto c = cell();
+    const auto c = test::each_cell();
     if (c.provider != "tcp" && c.provider != "tcp;ofi_rxm" && c.provider != "verbs")
         return;
     WEFT_REQUIRE_CELL(c);
@@ -200,9 +196,10 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
 
     std::optional<test::PeerProcess> server;
     server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    std::vector<std::shared_ptr<MemoryRegion>> held; // regions outlive the connection
     Connection conn = Connection::connect(where, opted, soon());
-    auto src = conn.allocate(1u << 20, Access::remote_write);
-    auto sink = conn.allocate(1u << 20, Access::remote_write);
+    auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+    auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     RemoteRegion remote = conn.exchange(sink->remote(), soon());
     verified_round(conn, *src, *sink, remote, 1);
 
@@ -220,8 +217,8 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
     restart.join();
     CHECK(conn.reconnects() == 1);
     // Resume: new domain, so new registrations and a new exchange.
-    src = conn.allocate(1u << 20, Access::remote_write);
-    sink = conn.allocate(1u << 20, Access::remote_write);
+    src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+    sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     remote = conn.exchange(sink->remote(), soon());
     for (std::uint64_t i = 0; i < 4; ++i)
         verified_round(conn, *src, *sink, remote, 10 + i);

@@ -24,12 +24,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
 
 std::shared_ptr<Domain> tcp_domain(Options o = {})
 {
@@ -153,7 +147,7 @@ TEST_CASE("registration cache: a cached registration moves data", "[cache][rma]"
 
 TEST_CASE("batched writes: one chain, a completion every N", "[matrix][batch]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);

@@ -18,12 +18,6 @@ const std::vector<std::size_t> sizes = {1,    7,     64,          4095,       40
                                         4097, 65537, (1u << 20) + 3, 4u << 20};
 constexpr std::size_t region_size = (4u << 20) + 64;
 
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
 
 bool same(const std::byte* a, const std::byte* b, std::size_t n)
 {
@@ -34,7 +28,7 @@ bool same(const std::byte* a, const std::byte* b, std::size_t n)
 
 TEST_CASE("matrix: RMA write lands byte for byte", "[matrix][rma][write]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -63,7 +57,7 @@ TEST_CASE("matrix: RMA write lands byte for byte", "[matrix][rma][write]")
 
 TEST_CASE("matrix: RMA read returns the target's bytes", "[matrix][rma][read]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -90,7 +84,7 @@ TEST_CASE("matrix: RMA read returns the target's bytes", "[matrix][rma][read]")
 
 TEST_CASE("matrix: write_notify delivers data then the notification", "[matrix][rma][notify]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -128,7 +122,7 @@ TEST_CASE("matrix: write_notify delivers data then the notification", "[matrix][
 
 TEST_CASE("matrix: send and receive messages both ways", "[matrix][msg]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     Options o;
     o.slot_size = (4u << 20) + 64;
     o.rx_slots = 4;
@@ -159,7 +153,7 @@ TEST_CASE("matrix: send and receive messages both ways", "[matrix][msg]")
 
 TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);
@@ -199,7 +193,7 @@ TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
 TEST_CASE("matrix: more messages than the receiver has slots are held, not lost",
           "[matrix][msg][flow]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     Options o;
     o.rx_slots = 4;
     o.slot_size = 256;
@@ -242,7 +236,7 @@ TEST_CASE("matrix: more messages than the receiver has slots are held, not lost"
 
 TEST_CASE("matrix: scatter-gather and inject", "[matrix][rma][sg]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c);

@@ -17,12 +17,6 @@ using weft::test::soon;
 
 namespace {
 
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
 
 /// Writes, reads back and compares through `remote`; returns true when every byte matched.
 bool round_trip(test::Pair& p, const RemoteRegion& remote, MemoryRegion& target, std::size_t n)
@@ -43,7 +37,7 @@ bool round_trip(test::Pair& p, const RemoteRegion& remote, MemoryRegion& target,
 
 TEST_CASE("memory contract: both addressing and key paths on each provider", "[matrix][memory]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     const std::uint64_t forced =
         GENERATE(std::uint64_t{0}, std::uint64_t{FI_MR_VIRT_ADDR}, std::uint64_t{FI_MR_PROV_KEY},
                  std::uint64_t{FI_MR_LOCAL},

@@ -85,14 +85,15 @@ struct Outcome {
 /// Verified 64 KiB write + read rounds for `duration`; each wait has `limit`.
 /// A round either checks out byte for byte or fails with weft::Error, and
 /// nothing blocks past its deadline (checked: no round takes > limit x 2 + 1 s).
-Outcome stream(Connection& c, std::shared_ptr<MemoryRegion>& keep, std::chrono::seconds duration,
-               std::chrono::seconds limit, bool stop_on_error)
+Outcome stream(Connection& c, std::vector<std::shared_ptr<MemoryRegion>>& keep,
+               std::chrono::seconds duration, std::chrono::seconds limit, bool stop_on_error)
 {
     constexpr std::size_t n = 65536;
-    auto src = c.allocate(n, Access::local);
-    auto sink = c.allocate(n, Access::remote_write);
-    keep = c.allocate(8u << 20, Access::remote_read_write); // exposed: outlives `c`
-    const RemoteRegion dst = c.exchange(keep->remote(), soon());
+    // All outlive `c`: an operation may still be in flight when an error surfaces.
+    auto src = keep.emplace_back(c.allocate(n, Access::local));
+    auto sink = keep.emplace_back(c.allocate(n, Access::remote_write));
+    auto mine = keep.emplace_back(c.allocate(8u << 20, Access::remote_read_write));
+    const RemoteRegion dst = c.exchange(mine->remote(), soon());
     Outcome o;
     const auto until = Clock::now() + duration;
     for (std::uint64_t i = 0; Clock::now() < until; ++i) {
@@ -134,7 +135,7 @@ TEST_CASE("network faults: loss and delay on the tcp path never corrupt or hang"
     auto peer = net.peer();
     Options o;
     o.provider = "tcp";
-    std::shared_ptr<MemoryRegion> exposed;
+    std::vector<std::shared_ptr<MemoryRegion>> exposed;
     Connection c = Connection::connect(net.peer_address(peer.port()), o, soon(60s));
     const Outcome out = stream(c, exposed, 8s, 20s, false);
     WARN(fmt::format("10% loss + 5 ms delay: {} verified rounds, {} failed with an error",
@@ -155,7 +156,7 @@ TEST_CASE("network faults: the link goes down mid-stream: errors, not hangs", "[
     auto peer = net.peer();
     Options o;
     o.provider = "tcp";
-    std::shared_ptr<MemoryRegion> exposed;
+    std::vector<std::shared_ptr<MemoryRegion>> exposed;
     Connection c = Connection::connect(net.peer_address(peer.port()), o, soon(60s));
     std::thread cut([&net] {
         std::this_thread::sleep_for(500ms);

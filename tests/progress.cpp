@@ -12,20 +12,9 @@ using namespace weft;
 using weft::test::soon;
 using namespace std::chrono_literals;
 
-namespace {
-
-test::Case cell()
-{
-    static const auto cells = test::matrix();
-    const auto index = GENERATE_COPY(range(std::size_t{0}, cells.size()));
-    return cells[index];
-}
-
-} // namespace
-
 TEST_CASE("progress: a passive target never stalls the initiator", "[matrix][progress]")
 {
-    const auto c = cell();
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto p = test::connect_pair(c); // Progress::automatic

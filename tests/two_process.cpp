@@ -53,8 +53,7 @@ std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b 
 TEST_CASE("two processes: write, read, notify and messages across the boundary",
           "[matrix][process]")
 {
-    static const auto cells = test::matrix();
-    const auto c = cells[GENERATE_COPY(range(std::size_t{0}, cells.size()))];
+    const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
     auto peer = spawn_peer(c);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "weft/weft.hpp"
 
 namespace weft::test {
@@ -47,6 +49,13 @@ Pair connect_pair(const Case& c, const Options& base = {});
 
 /// The address tests bind to.
 std::string test_address();
+
+/// In a TEST_CASE: the case runs once per matrix cell (a Catch2 generator).
+inline Case each_cell()
+{
+    static const auto cells = matrix();
+    return cells[GENERATE_COPY(range(std::size_t{0}, cells.size()))];
+}
 
 inline Deadline soon(std::chrono::seconds s = std::chrono::seconds(20))
 {
