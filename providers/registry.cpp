@@ -79,6 +79,7 @@ Quirks quirks_for(const fi_info* info)
     q.keys_unchecked = t.keys_unchecked;
     q.remote_errors_silent = t.remote_errors_silent;
     q.atomics_unreliable = t.atomics_unreliable;
+    q.dead_peer_blocks_endpoint = t.dead_peer_blocks_endpoint;
     if (&t == &verbs)
         apply_verbs_quirks(info, q);
     return q;

@@ -46,6 +46,7 @@ const Traits shm = {
     // Its fast RMA path (cross-memory attach) never asks the target, so the
     // key is not checked.
     .keys_unchecked = true,
+    .dead_peer_blocks_endpoint = true,
     .error_hint = shm_hint,
 };
 

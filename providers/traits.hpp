@@ -45,6 +45,7 @@ struct Traits {
     bool keys_unchecked = false;
     bool remote_errors_silent = false;
     bool atomics_unreliable = false;
+    bool dead_peer_blocks_endpoint = false;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
     /// Optional set-up before libfabric initialises its providers (the first

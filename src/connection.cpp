@@ -150,6 +150,7 @@ Server::Server(const Options& options, SideListener listener)
         listener_ = Listener::open(fabric_, selection_->info());
     else
         rdm_ = Endpoint::open_rdm(domain_, selection_->options());
+    rdm_isolated_ = domain_->quirks().dead_peer_blocks_endpoint;
 }
 
 Connection Server::accept(Deadline deadline)
@@ -158,6 +159,11 @@ Connection Server::accept(Deadline deadline)
     try {
         const auto token = make_token();
         const bool msg = selection_->kind() == EndpointKind::msg;
+        // A peer that dies can wedge a shared RDM endpoint on some providers
+        // (shm: its commands stay at the head of the queue, measured): there,
+        // each connection gets an endpoint of its own.
+        if (!msg && rdm_isolated_ && rdm_handed_out_)
+            rdm_ = Endpoint::open_rdm(domain_, selection_->options());
         Offer offer{selection_->kind(), selection_->info()->addr_format,
                     std::string(selection_->provider()), std::string(selection_->info().fabric_name()),
                     {token.begin(), token.end()}, msg ? listener_->name() : rdm_->name(),
@@ -184,6 +190,7 @@ Connection Server::accept(Deadline deadline)
             (void)side.receive(Frame::ready, deadline);
         } else {
             ep = rdm_;
+            rdm_handed_out_ = true;
             peer = ep->insert_peer(side.receive(Frame::ready, deadline));
         }
         side.send(Frame::ready, {}, deadline);

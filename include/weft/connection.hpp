@@ -122,6 +122,8 @@ private:
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<Listener> listener_;    // MSG
     std::shared_ptr<Endpoint> rdm_;         // RDM
+    bool rdm_isolated_ = false;             // RDM: a new endpoint per connection
+    bool rdm_handed_out_ = false;
 };
 
 } // namespace weft

@@ -49,6 +49,10 @@ struct Quirks {
     /// The provider sends the operand *pointers* of fetch / compare atomics as
     /// their values (libfabric 1.17 verbs MSG endpoints): weft passes values.
     bool atomic_operands_by_value = false;
+    /// A peer that dies mid-stream can stall an RDM endpoint it shared with
+    /// other peers (shm keeps its unfinished commands at the head of the
+    /// queue, measured): a Server gives each RDM connection its own endpoint.
+    bool dead_peer_blocks_endpoint = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).
