@@ -57,8 +57,18 @@ std::string verbs_hint(int code)
 // from the smallest device, unless the user already chose a value.
 std::string verbs_prepare()
 {
+    // libfabric's registration cache shares one registration among requests
+    // for the same memory and registers it with every access flag: a peer
+    // could then write a region weft exported read-only (measured on rxe and
+    // siw). weft registers exactly what it is asked to (and caches in
+    // RegistrationCache, where it owns invalidation).
+    std::string said;
+    if (!std::getenv("FI_MR_CACHE_MAX_COUNT")) {
+        ::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
+        said = "FI_MR_CACHE_MAX_COUNT=0 so that each registration has only the access asked for";
+    }
     if (std::getenv("FI_UNIVERSE_SIZE"))
-        return {};
+        return said;
     std::size_t smallest = 0;
     for (const auto& d : verbs_devices())
         if (d.max_cqe && (smallest == 0 || d.max_cqe < smallest))
@@ -66,12 +76,12 @@ std::string verbs_prepare()
     constexpr std::size_t rxm_entries_per_peer = 128 + 128;
     constexpr std::size_t rxm_default_universe = 256;
     if (smallest == 0 || smallest >= rxm_entries_per_peer * rxm_default_universe)
-        return {};
+        return said;
     const std::size_t universe = std::max<std::size_t>(1, smallest / rxm_entries_per_peer);
     ::setenv("FI_UNIVERSE_SIZE", std::to_string(universe).c_str(), 0);
-    return fmt::format("FI_UNIVERSE_SIZE={} so that ofi_rxm's completion queues fit the smallest "
-                       "RDMA device ({} entries)",
-                       universe, smallest);
+    return fmt::format("{}{}FI_UNIVERSE_SIZE={} so that ofi_rxm's completion queues fit the "
+                       "smallest RDMA device ({} entries)",
+                       said, said.empty() ? "" : "; ", universe, smallest);
 }
 
 std::string verbs_describe(const fi_info* info)
@@ -145,6 +155,12 @@ void apply_verbs_quirks(const fi_info* info, Quirks& q)
     // libfabric 1.17 verbs MSG endpoints put the operand pointers themselves
     // into the atomic work request (compare_add = (uintptr_t)buf).
     q.atomic_operands_by_value = info->ep_attr->type == FI_EP_MSG;
+    // Measured on soft-iWARP (siw): some small reads crossing a page
+    // boundary return wrong bytes, repeatably, while the memory is right.
+    // Applied to every iWARP device until hardware is measured.
+    q.stale_read_after_write = iwarp;
+    const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
+    q.read_only_unenforced = iwarp && prov.find(';') != std::string_view::npos;
     if (device) {
         q.max_cq_entries = device->max_cqe;
         q.max_read_iov = device->max_sge_rd;

@@ -425,15 +425,19 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
         mine[i] = static_cast<std::byte>(flags >> (8 * i));
     std::memcpy(mine.data() + 4, v.data(), v.size());
     std::vector<std::byte> theirs;
+    bool early = false; // the peer's hello, read after our send failed
     try {
         send(Frame::hello, mine, deadline);
     } catch (const Error&) {
-        // The peer may have said why before closing (not weft, wrong version):
-        // that explanation beats "broken pipe".
-        (void)receive(Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
-        throw;
+        // The peer may have said why before closing (not weft, wrong version,
+        // a malformed hello): that explanation beats "broken pipe".
+        theirs = receive(Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
+        if (theirs.size() >= 4)
+            throw;
+        early = true;
     }
-    theirs = receive(Frame::hello, deadline);
+    if (!early)
+        theirs = receive(Frame::hello, deadline);
     if (theirs.size() < 4)
         fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
                                   "side channel",

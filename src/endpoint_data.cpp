@@ -35,7 +35,8 @@ void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), v
                                 ? ". Or the connection to the peer is still being set up: this "
                                   "provider moves data only while the peer reads its completion "
                                   "queue, so the peer must poll its endpoint or run a progress "
-                                  "thread (Progress::automatic)"
+                                  "thread (Progress::automatic); or the peer is gone (exited, "
+                                  "killed, unreachable)"
                                 : ""));
         stash_some(); // progress, keeping what completes for later polls
         r = retry(arg);

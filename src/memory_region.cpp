@@ -165,12 +165,18 @@ void MemoryRegion::register_with(const Endpoint* bind_to)
     // Local roles are always granted; remote access only as asked. On iWARP the
     // sink of an RDMA read is written by the peer's read response, so it needs
     // remote-write access too (libfabric#1707, #3521).
+    // A region exported read-only stays read-only on iWARP too: it cannot be
+    // the sink of this side's own reads (that would need remote write).
+    const bool iwarp_sink = domain_->quirks().read_sink_needs_remote_write;
+    const bool exported_read_only = access_ == Access::remote_read;
     std::uint64_t flags = read_only_ ? FI_SEND | FI_WRITE : FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (iwarp_sink && exported_read_only)
+        flags &= ~std::uint64_t{FI_READ}; // verbs adds remote write to FI_READ on iWARP
     if (access_ == Access::remote_read || access_ == Access::remote_read_write)
         flags |= FI_REMOTE_READ;
     if (access_ == Access::remote_write || access_ == Access::remote_read_write)
         flags |= FI_REMOTE_WRITE;
-    if (domain_->quirks().read_sink_needs_remote_write && !read_only_)
+    if (iwarp_sink && !read_only_ && !exported_read_only)
         flags |= FI_REMOTE_WRITE;
 
     iovec iov{memory_.data(), memory_.size()};

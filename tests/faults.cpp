@@ -107,7 +107,9 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
         INFO("error: " << error);
         REQUIRE_FALSE(error.empty());
         const auto after_kill = failed_at - (started + 200ms);
-        CHECK(after_kill < 10s); // "within seconds": 5 s per wait at most, and retries
+        // "Within seconds": a wait's 5 s, or the 10 s a post may retry a full
+        // queue (ofi_rxm keeps reconnecting to the dead peer), whichever ends it.
+        CHECK(after_kill < 20s);
         WARN(c.label() << ": killed peer reported "
                        << std::chrono::duration_cast<std::chrono::milliseconds>(after_kill).count()
                        << " ms after SIGKILL: " << error);

@@ -36,7 +36,7 @@ check_weft_batch() { weft_catch "$WEFT_TESTS/test_features" "[matrix]"; }
 # operations), a peer killed mid-stream.
 check_weft_edges() { weft_catch "$WEFT_TESTS/test_edges"; }
 check_weft_soak() {
-    weft_env "$WEFT_TESTS/test_soak" 2>&1 | grep -E "^soak |threads verbs|passed|failed|FAILED"
+    weft_env "$WEFT_TESTS/test_soak" 2>&1 | grep -E "^soak|threads verbs|passed|failed|FAILED|Address|error"
     return "${PIPESTATUS[0]}"
 }
 check_weft_faults() { weft_catch "$WEFT_TESTS/test_faults" "[process]"; }
