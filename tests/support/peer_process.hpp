@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +75,14 @@ public:
         ::kill(pid_, SIGKILL);
         int st = 0;
         waitpid(pid_, &st, 0);
+        // shm names its regions "<pid>:<n>:<n>" in /dev/shm and a killed
+        // process leaves them behind: a later process that gets the same pid
+        // then fails fi_enable with -EBUSY (measured). Clean up for the dead.
+        const std::string prefix = std::to_string(pid_) + ":";
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+            if (e.path().filename().string().rfind(prefix, 0) == 0)
+                std::filesystem::remove(e.path(), ec);
         pid_ = -1;
     }
     std::uint16_t port() const { return port_; }
