@@ -99,8 +99,12 @@ int numa_node(const fi_info* info)
     if (!t.ip_addressing || !info->domain_attr->name)
         return -1;
     // IP providers name their domain after the network interface.
-    std::FILE* f = std::fopen(
-        fmt::format("/sys/class/net/{}/device/numa_node", info->domain_attr->name).c_str(), "r");
+    return read_numa_node(fmt::format("/sys/class/net/{}/device/numa_node", info->domain_attr->name));
+}
+
+int read_numa_node(const std::string& sysfs_path)
+{
+    std::FILE* f = std::fopen(sysfs_path.c_str(), "r");
     int node = -1;
     if (f) {
         if (std::fscanf(f, "%d", &node) != 1)

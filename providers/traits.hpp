@@ -62,6 +62,9 @@ struct Traits {
 };
 
 
+/// The NUMA node a sysfs `numa_node` file names, or -1.
+int read_numa_node(const std::string& sysfs_path);
+
 /// All known providers, in automatic selection order (rank > 0 first, by rank).
 std::span<const Traits* const> all();
 

@@ -110,15 +110,7 @@ int verbs_numa_node(const fi_info* info)
     const auto device = find_verbs_device(info->domain_attr->name);
     if (!device)
         return -1;
-    std::FILE* f = std::fopen(
-        fmt::format("/sys/class/infiniband/{}/device/numa_node", device->name).c_str(), "r");
-    int node = -1;
-    if (f) {
-        if (std::fscanf(f, "%d", &node) != 1)
-            node = -1;
-        std::fclose(f);
-    }
-    return node;
+    return read_numa_node(fmt::format("/sys/class/infiniband/{}/device/numa_node", device->name));
 }
 
 } // namespace
@@ -158,7 +150,7 @@ void apply_verbs_quirks(const fi_info* info, Quirks& q)
     // Measured on soft-iWARP (siw): some small reads crossing a page
     // boundary return wrong bytes, repeatably, while the memory is right.
     // Applied to every iWARP device until hardware is measured.
-    q.stale_read_after_write = iwarp;
+    q.page_crossing_reads_unreliable = iwarp;
     const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
     q.read_only_unenforced = iwarp && prov.find(';') != std::string_view::npos;
     if (device) {

@@ -150,7 +150,6 @@ Server::Server(const Options& options, SideListener listener)
         listener_ = Listener::open(fabric_, selection_->info());
     else
         rdm_ = Endpoint::open_rdm(domain_, selection_->options());
-    rdm_isolated_ = domain_->quirks().dead_peer_blocks_endpoint;
 }
 
 Connection Server::accept(Deadline deadline)
@@ -162,7 +161,7 @@ Connection Server::accept(Deadline deadline)
         // A peer that dies can wedge a shared RDM endpoint on some providers
         // (shm: its commands stay at the head of the queue, measured): there,
         // each connection gets an endpoint of its own.
-        if (!msg && rdm_isolated_ && rdm_handed_out_)
+        if (!msg && rdm_handed_out_ && domain_->quirks().dead_peer_blocks_endpoint)
             rdm_ = Endpoint::open_rdm(domain_, selection_->options());
         Offer offer{selection_->kind(), selection_->info()->addr_format,
                     std::string(selection_->provider()), std::string(selection_->info().fabric_name()),

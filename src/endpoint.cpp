@@ -15,6 +15,7 @@
 
 #include "../providers/traits.hpp"
 #include "endpoint_post.hpp"
+#include "retry.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
 #include "weft/progress.hpp"
@@ -229,20 +230,13 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
 std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
                                              const Options& options)
 {
-    // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable, which is
-    // sometimes taken (-FI_EADDRINUSE, measured on siw): a fresh endpoint
-    // picks another port.
-    for (int attempt = 1;; ++attempt) {
-        try {
-            auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
-            ep->open_fid(domain->info());
-            ep->bind_and_enable(nullptr);
-            return ep;
-        } catch (const Error& e) {
-            if (e.code() != -FI_EADDRINUSE || attempt == 5)
-                throw;
-        }
-    }
+    // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable.
+    return detail::retry_on_port_clash([&] {
+        auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
+        ep->open_fid(domain->info());
+        ep->bind_and_enable(nullptr);
+        return ep;
+    });
 }
 
 std::vector<std::byte> Endpoint::name() const

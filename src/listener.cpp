@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "retry.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -30,21 +31,16 @@ Listener::Listener(Private, std::shared_ptr<Fabric> fabric, std::shared_ptr<Even
 
 std::shared_ptr<Listener> Listener::open(std::shared_ptr<Fabric> fabric, const Info& info)
 {
-    // On iWARP, rdma_cm ports share the TCP port space: a port picked at
-    // random is sometimes taken (-FI_EADDRINUSE). A fresh passive endpoint
-    // picks another; a port the caller fixed is not retried.
+    // A port the caller fixed is not retried.
     const bool any_port = info->src_addr == nullptr || info->src_addrlen == 0 ||
                           (info->addr_format == FI_SOCKADDR_IN &&
                            reinterpret_cast<const sockaddr_in*>(info->src_addr)->sin_port == 0);
-    for (int attempt = 1;; ++attempt) {
-        try {
+    return detail::retry_on_port_clash(
+        [&] {
             auto eq = EventQueue::open(fabric);
             return std::make_shared<Listener>(Private{}, fabric, std::move(eq), info);
-        } catch (const Error& e) {
-            if (e.code() != -FI_EADDRINUSE || !any_port || attempt == 5)
-                throw;
-        }
-    }
+        },
+        any_port ? 5 : 1);
 }
 
 std::vector<std::byte> Listener::name() const

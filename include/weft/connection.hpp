@@ -122,8 +122,7 @@ private:
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<Listener> listener_;    // MSG
     std::shared_ptr<Endpoint> rdm_;         // RDM
-    bool rdm_isolated_ = false;             // RDM: a new endpoint per connection
-    bool rdm_handed_out_ = false;
+    bool rdm_handed_out_ = false;           // RDM: rdm_ serves a connection already
 };
 
 } // namespace weft

@@ -57,7 +57,7 @@ struct Quirks {
     /// part of the range, and again when repeated, while the target memory is
     /// right (soft-iWARP, measured: 16-18 of 39,882 soak reads). Not worked
     /// around yet: the soak counts them instead of failing.
-    bool stale_read_after_write = false;
+    bool page_crossing_reads_unreliable = false;
     /// A write to a region exported read-only lands anyway: the layer
     /// registers core memory with local read access, which iWARP turns into
     /// remote write (ofi_rxm over iWARP, measured).

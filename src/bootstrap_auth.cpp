@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+// The side channel's shared-secret check (see bootstrap.hpp): a mutual
+// HMAC-SHA256 challenge-response with OpenSSL, and the secret's own checks.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/bootstrap.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+constexpr std::size_t nonce_size = 32;
+constexpr std::size_t mac_size = 32; // HMAC-SHA256
+
+using Nonce = std::array<std::byte, nonce_size>;
+using Mac = std::array<std::byte, mac_size>;
+
+Nonce random_nonce()
+{
+    Nonce n;
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
+        throw Error("RAND_bytes", -FI_EOTHER, "", "OpenSSL has no entropy for a challenge");
+    return n;
+}
+
+/// HMAC-SHA256(secret, label || a || b).
+Mac proof_of(std::string_view secret, std::string_view label, const Nonce& a, const Nonce& b)
+{
+    std::array<unsigned char, 64 + 2 * nonce_size> msg{};
+    std::memcpy(msg.data(), label.data(), label.size());
+    std::memcpy(msg.data() + label.size(), a.data(), a.size());
+    std::memcpy(msg.data() + label.size() + a.size(), b.data(), b.size());
+    Mac mac{};
+    unsigned len = 0;
+    if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg.data(),
+              label.size() + a.size() + b.size(), reinterpret_cast<unsigned char*>(mac.data()),
+              &len) ||
+        len != mac.size())
+        throw Error("HMAC", -FI_EOTHER, "", "OpenSSL could not compute HMAC-SHA256");
+    return mac;
+}
+
+constexpr std::string_view client_label = "weft-v2 client";
+constexpr std::string_view server_label = "weft-v2 server";
+
+} // namespace
+
+void SideChannel::authenticate(Deadline deadline, Role role, std::string_view secret)
+{
+    const auto check = [&](const Mac& expected, std::span<const std::byte> got) {
+        return got.size() == expected.size() &&
+               CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
+    };
+    if (role == Role::acceptor) {
+        const Nonce ns = random_nonce();
+        send(Frame::challenge, ns, deadline);
+        const auto answer = receive(Frame::proof, deadline);
+        Nonce nc{};
+        bool ok = answer.size() == nonce_size + mac_size;
+        if (ok) {
+            std::memcpy(nc.data(), answer.data(), nonce_size);
+            ok = check(proof_of(secret, client_label, ns, nc), std::span(answer).subspan(nonce_size));
+        }
+        if (!ok) {
+            send_error("shared-secret check failed: the secrets differ");
+            throw Error("bootstrap", -FI_EACCES, "", fmt::format("{} failed the shared-secret check: it holds a different "
+                                         "secret (or is not a weft peer). Nothing was sent to it",
+                                         peer_));
+        }
+        send(Frame::proof, proof_of(secret, server_label, nc, ns), deadline);
+    } else {
+        const auto challenge = receive(Frame::challenge, deadline);
+        if (challenge.size() != nonce_size)
+            throw Error("bootstrap", -EPROTO, "", fmt::format("{} sent a {} B challenge ({} B expected): garbage on the "
+                                      "side channel",
+                                      peer_, challenge.size(), nonce_size));
+        Nonce ns{};
+        std::memcpy(ns.data(), challenge.data(), nonce_size);
+        const Nonce nc = random_nonce();
+        std::array<std::byte, nonce_size + mac_size> answer{};
+        const Mac mine = proof_of(secret, client_label, ns, nc);
+        std::memcpy(answer.data(), nc.data(), nonce_size);
+        std::memcpy(answer.data() + nonce_size, mine.data(), mac_size);
+        send(Frame::proof, answer, deadline);
+        const auto theirs = receive(Frame::proof, deadline);
+        if (!check(proof_of(secret, server_label, nc, ns), theirs))
+            throw Error("bootstrap", -FI_EACCES, "", fmt::format("{} answered the shared-secret challenge wrongly: it "
+                                         "does not hold this side's secret. Nothing was sent to "
+                                         "it; check that you reached the right server",
+                                         peer_));
+    }
+    authenticated_ = true;
+}
+
+void check_secret(std::string_view secret)
+{
+    if (secret.size() < min_secret_size)
+        throw UsageError("shared secret", -FI_EINVAL, "",
+                         fmt::format("a {} B shared secret is too short to resist guessing: use at "
+                                     "least {} random bytes, e.g. `head -c 32 /dev/urandom | "
+                                     "base64`",
+                                     secret.size(), min_secret_size));
+}
+
+std::string resolve_secret(std::string_view configured)
+{
+    std::string secret(configured);
+    if (secret.empty())
+        if (const char* env = std::getenv("WEFT_SECRET"))
+            secret = env;
+    if (!secret.empty())
+        check_secret(secret);
+    return secret;
+}
+
+} // namespace weft
