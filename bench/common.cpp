@@ -3,11 +3,15 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -189,9 +193,23 @@ void server(const Config& cfg, End& end)
     (void)cfg;
 }
 
-int run_both(const Config& cfg, const Factory& factory)
+void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        std::fprintf(stderr, "bench: could not pin to CPU %d: %s\n", cpu, std::strerror(errno));
+}
+
+/// Forks: the child listens and runs `serve` (the server end), the parent runs
+/// `drive` against it (the client end) and reaps the child. With cfg.pin, the
+/// server runs on CPU 0 and the client on CPU 1.
+int run_forked(const Config& cfg, const std::function<void(SideListener&)>& serve,
+               const std::function<int(const std::string& host_port)>& drive)
 {
     const std::string host = cfg.node.empty() ? "127.0.0.1" : cfg.node;
+    const bool pin = cfg.pin && std::thread::hardware_concurrency() >= 2;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         throw std::runtime_error("pipe2 failed");
@@ -201,11 +219,12 @@ int run_both(const Config& cfg, const Factory& factory)
         close(fds[0]);
         int status = 0;
         try {
+            if (pin)
+                pin_to(0);
             SideListener listener(host, 0);
             const auto msg = fmt::format("P{}\n", listener.port());
             (void)!write(fds[1], msg.data(), msg.size());
-            auto end = factory.accept(cfg, listener);
-            server(cfg, *end);
+            serve(listener);
         } catch (const std::exception& e) {
             const auto msg = fmt::format("E{}", e.what());
             (void)!write(fds[1], msg.data(), msg.size());
@@ -215,6 +234,8 @@ int run_both(const Config& cfg, const Factory& factory)
         std::fflush(nullptr);
         _exit(status);
     }
+    if (pin)
+        pin_to(1);
     close(fds[1]);
     std::string line;
     char ch = 0;
@@ -248,8 +269,7 @@ int run_both(const Config& cfg, const Factory& factory)
     const std::string port = line.substr(1, line.size() - 2);
     int status = 0;
     try {
-        auto end = factory.connect(cfg, host + ":" + port);
-        status = client(cfg, *end, factory.label);
+        status = drive(host + ":" + port);
     } catch (...) {
         line.clear();
         while (read(fds[0], &ch, 1) == 1)
@@ -264,6 +284,129 @@ int run_both(const Config& cfg, const Factory& factory)
     close(fds[0]);
     const int child = reap();
     return status ? status : child;
+}
+
+int run_both(const Config& cfg, const Factory& factory)
+{
+    return run_forked(
+        cfg,
+        [&](SideListener& listener) {
+            auto end = factory.accept(cfg, listener);
+            server(cfg, *end);
+        },
+        [&](const std::string& host_port) {
+            auto end = factory.connect(cfg, host_port);
+            return client(cfg, *end, factory.label);
+        });
+}
+
+/// The server half of a pair: serves whichever end's client sent a plan, until
+/// both said they are done.
+void serve_pair(const Config& cfg, End& a, End& b)
+{
+    std::array<End*, 2> ends{&a, &b};
+    std::array<bool, 2> open{true, true};
+    while (open[0] || open[1]) {
+        bool served = false;
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (!open[i] || !ends[i]->side().readable())
+                continue;
+            const Plan plan = receive_plan(ends[i]->side(), Deadline::after(cfg.timeout));
+            if (plan.size == 0)
+                open[i] = false;
+            else
+                ends[i]->serve(plan);
+            served = true;
+        }
+        if (!served) {
+            std::array<pollfd, 2> p{pollfd{a.side().fd(), POLLIN, 0}, pollfd{b.side().fd(), POLLIN, 0}};
+            (void)::poll(p.data(), 2, 100);
+        }
+    }
+}
+
+double quantile(std::vector<double> v, double q)
+{
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(pos);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+/// The client half of a pair: per size, `blocks` pairs of rounds of the same
+/// iteration count, A then B and B then A alternately, each pair's ratio taken
+/// at once; reports the median ratio and its quartiles.
+int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
+               const std::string& label_b)
+{
+    const auto sizes = cfg.sizes.empty() ? default_sizes(cfg.pattern) : cfg.sizes;
+    const std::uint64_t cap = cfg.iterations ? cfg.iterations : default_iterations(cfg.pattern);
+    const int xfers = cfg.pattern == Pattern::lat_write || cfg.pattern == Pattern::lat_notify ? 2 : 1;
+    const bool latency = is_latency(cfg.pattern);
+    const int blocks = std::max(1, cfg.pair_blocks);
+    nlohmann::json j;
+    j["pattern"] = to_string(cfg.pattern);
+    j["a"] = {{"tool", label_a}, {"transport", a.describe()}};
+    j["b"] = {{"tool", label_b}, {"transport", b.describe()}};
+    j["blocks"] = blocks;
+    j["metric"] = latency ? "usec_per_xfer" : "mb_per_s";
+    if (!cfg.json) {
+        std::printf("# %s vs %s, %s, %d interleaved block pairs per size; ratio = %s/%s of %s "
+                    "(median [quartiles] of the pairs)\n",
+                    label_a.c_str(), label_b.c_str(), std::string(to_string(cfg.pattern)).c_str(),
+                    blocks, label_a.c_str(), label_b.c_str(), latency ? "usec/xfer" : "MB/sec");
+        std::printf("%-10s%-8s%14s%14s%10s%20s\n", "bytes", "iters", label_a.c_str(),
+                    label_b.c_str(), "ratio", "[q1, q3]");
+    }
+    for (const std::size_t size : sizes) {
+        if (cfg.progress)
+            std::fprintf(stderr, "bench: pair %s %zu B\n", std::string(to_string(cfg.pattern)).c_str(), size);
+        const std::uint64_t warm = std::min<std::uint64_t>(cap, latency ? 50 : 2 * cfg.queue_depth);
+        const double per = std::max(a.round({cfg.pattern, size, warm, cfg.queue_depth}),
+                                    b.round({cfg.pattern, size, warm, cfg.queue_depth})) /
+                           static_cast<double>(warm);
+        std::uint64_t iters = cap;
+        const double budget = duration<double>(cfg.budget).count();
+        if (per > 0 && per * static_cast<double>(iters) > budget)
+            iters = std::max<std::uint64_t>(warm, static_cast<std::uint64_t>(budget / per));
+        const Plan plan{cfg.pattern, size, iters, cfg.queue_depth};
+        std::vector<double> va, vb, ratio;
+        for (int k = 0; k < blocks; ++k) {
+            double ta = 0, tb = 0;
+            if (k % 2 == 0) {
+                ta = a.round(plan);
+                tb = b.round(plan);
+            } else {
+                tb = b.round(plan);
+                ta = a.round(plan);
+            }
+            const Row ra{size, iters, ta, xfers}, rb{size, iters, tb, xfers};
+            va.push_back(latency ? usec_per_xfer(ra) : mb_per_s(ra));
+            vb.push_back(latency ? usec_per_xfer(rb) : mb_per_s(rb));
+            ratio.push_back(va.back() / vb.back());
+        }
+        const double r = quantile(ratio, 0.5), q1 = quantile(ratio, 0.25), q3 = quantile(ratio, 0.75);
+        if (!cfg.json) {
+            std::printf("%-10s%-8s%14.3f%14.3f%10.3f%20s\n", size_str(static_cast<double>(size)).c_str(),
+                        size_str(static_cast<double>(iters)).c_str(), quantile(va, 0.5),
+                        quantile(vb, 0.5), r, fmt::format("[{:.3f}, {:.3f}]", q1, q3).c_str());
+            std::fflush(stdout);
+        }
+        j["rows"].push_back({{"bytes", size},
+                             {"iterations", iters},
+                             {"a", quantile(va, 0.5)},
+                             {"b", quantile(vb, 0.5)},
+                             {"ratio", r},
+                             {"ratio_q1", q1},
+                             {"ratio_q3", q3},
+                             {"ratios", ratio}});
+    }
+    send_plan(a.side(), {cfg.pattern, 0, 0, 0}, Deadline::after(cfg.timeout));
+    send_plan(b.side(), {cfg.pattern, 0, 0, 0}, Deadline::after(cfg.timeout));
+    if (cfg.json)
+        std::printf("%s\n", j.dump().c_str());
+    return 0;
 }
 
 } // namespace
@@ -365,6 +508,7 @@ void add_options(CLI::App& app, Config& cfg)
                                  "seconds any single wait may take (default 30)");
     app.add_option_function<int>("--progress-thread", [&](int cpu) { cfg.progress_cpu = cpu; },
                                  "weft: run a progress thread on both ends, pinned to CPU");
+    app.add_flag("--pin", cfg.pin, "both ends here: server on CPU 0, client on CPU 1");
     app.add_flag("--near-device", cfg.near_device, "weft: allocate buffers near the device (NUMA)");
     app.add_option("--file", cfg.file, "weft: the target exposes this file (mmap) to the reads");
 }
@@ -391,6 +535,26 @@ int run(const Config& cfg, const Factory& factory)
         return client(cfg, *end, factory.label);
     }
     return run_both(cfg, factory);
+}
+
+int run_pair(const Config& cfg, const Factory& a, const Factory& b)
+{
+    if (cfg.pattern == Pattern::reg_cache || cfg.pattern == Pattern::pool ||
+        cfg.pattern == Pattern::cpu_write)
+        throw std::runtime_error("pairs are for the two-ended timed patterns");
+    return run_forked(
+        cfg,
+        // `b` first: `a` may take the listener over (weft's Server does).
+        [&](SideListener& listener) {
+            auto eb = b.accept(cfg, listener);
+            auto ea = a.accept(cfg, listener);
+            serve_pair(cfg, *ea, *eb);
+        },
+        [&](const std::string& host_port) {
+            auto eb = b.connect(cfg, host_port);
+            auto ea = a.connect(cfg, host_port);
+            return drive_pair(cfg, *ea, *eb, a.label, b.label);
+        });
 }
 
 void instrumentation_start() noexcept

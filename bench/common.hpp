@@ -55,6 +55,8 @@ struct Config {
     std::optional<int> progress_cpu; ///< weft: run a progress thread pinned to this CPU
     bool near_device = false;        ///< weft: buffers on the device's NUMA node
     std::string file;                ///< weft: the target exposes this file (mmap) to reads
+    bool pin = false;                ///< both ends here: server on CPU 0, client on CPU 1
+    int pair_blocks = 15;            ///< run_pair: block pairs per size
 };
 
 void add_options(CLI::App& app, Config& config);
@@ -103,6 +105,13 @@ struct Factory {
 /// Runs the configured roles (both ends on this machine by default) and prints
 /// the results. Returns the exit status.
 int run(const Config& config, const Factory& factory);
+
+/// Both ends of two tools in one run (both on this machine), connected at the
+/// same time: per size, blocks of `a` and `b` alternate (ABBA...), and each
+/// adjacent pair gives one ratio a/b in the pattern's metric, so that the
+/// machine's slow and fast moments cancel. Prints the median ratio and its
+/// quartiles. Returns the exit status.
+int run_pair(const Config& config, const Factory& a, const Factory& b);
 
 /// The largest buffer a pattern needs for `size`.
 std::size_t region_size(Pattern p, std::size_t size, std::size_t queue_depth);

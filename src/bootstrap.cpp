@@ -302,7 +302,7 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
                              peer_, what));
         if (errno == EAGAIN || errno == EINTR) {
             if (!wait_fd(fd_, POLLIN, deadline))
-                fail(-FI_ETIMEDOUT, fmt::format("no {} from {} before the deadline: the peer is "
+                fail(-FI_ETIMEDOUT, fmt::format("{} did not come from {} before the deadline: the peer is "
                                                 "alive but silent (stuck, or not a weft peer?)",
                                                 what, peer_));
             continue;

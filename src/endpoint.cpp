@@ -3,9 +3,12 @@
 // and turning completion entries into weft::Completion.
 #include "weft/endpoint.hpp"
 
-#include <cerrno>
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -14,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "../providers/traits.hpp"
-#include "endpoint_post.hpp"
 #include "retry.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
@@ -43,15 +45,51 @@ Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& optio
 {
 }
 
-Endpoint::~Endpoint() = default;
+namespace {
+std::atomic<std::size_t> abandoned_count{0};
+}
+
+Endpoint::~Endpoint()
+{
+    close();
+}
 
 void Endpoint::close() noexcept
 {
     if (ep_ == nullptr)
         return;
-    progress_.reset(); // it polls this endpoint
+    if (progress_ && !progress_->stop(ProgressThread::grace)) // it polls this endpoint
+        abandon();
+    progress_.reset();
     ep_owner_.reset();
     ep_ = nullptr;
+}
+
+void Endpoint::abandon() noexcept
+{
+    // The progress thread is stuck inside the provider and may touch any of
+    // these again: they stay open, reachable from here, for good.
+    static std::mutex m;
+    static auto* graveyard = new std::vector<std::shared_ptr<void>>;
+    const std::lock_guard lock(m);
+    (void)ep_owner_.release();
+    for (std::shared_ptr<void> p : {std::shared_ptr<void>(cq_), std::shared_ptr<void>(av_),
+                                    std::shared_ptr<void>(eq_), std::shared_ptr<void>(slot_mr_),
+                                    std::shared_ptr<void>(scratch_mr_),
+                                    std::shared_ptr<void>(control_mr_),
+                                    std::shared_ptr<void>(domain_)})
+        if (p)
+            graveyard->push_back(std::move(p));
+    abandoned_count.fetch_add(1, std::memory_order_relaxed);
+    detail::log_warning(fmt::format(
+        "{} endpoint abandoned: its progress thread did not return from the provider within {} "
+        "ms (shm spins forever on a lock a killed peer held); its libfabric objects stay open",
+        provider(), ProgressThread::grace.count()));
+}
+
+std::size_t Endpoint::abandoned() noexcept
+{
+    return abandoned_count.load(std::memory_order_relaxed);
 }
 
 void Endpoint::closed_error(const char* call) const
@@ -158,9 +196,7 @@ void Endpoint::post_slots()
 void Endpoint::post_recv(std::uint32_t slot)
 {
     Slot* s = &slots_[slot];
-    post("fi_recv", [&] {
-        return fi_recv(ep_, s->buf, slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC, s);
-    });
+    post<fi_recv>("fi_recv", s->buf, slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC, s);
 }
 
 void Endpoint::repost(std::uint32_t slot)

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "endpoint_post.hpp"
 #include "frame.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
@@ -53,25 +52,6 @@ Endpoint::AtomicScratch* Endpoint::next_scratch() noexcept
     return s;
 }
 
-void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
-                     Peer peer)
-{
-    const std::uint64_t addr = dst.write_address(offset, src.len);
-    if (src.len - 1 >= max_transfer_) [[unlikely]]
-        if (odd_length("write", Op::write, src.len, context))
-            return;
-    if (src.len <= inject_size_) {
-        post("fi_inject_write", [&] {
-            return fi_inject_write(ep_, src.addr, src.len, peer.addr, addr, dst.key());
-        });
-        complete_locally(Op::write, context, src.len);
-        return;
-    }
-    post("fi_write", [&] {
-        return fi_write(ep_, src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
-    });
-}
-
 std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteRegion& dst,
                                   void* context, std::size_t signal_every, Peer peer)
 {
@@ -98,13 +78,13 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : &internal_, 0};
         // A full queue while a chain is held back (FI_MORE) never drains:
         // retry without FI_MORE, which flushes what was chained so far.
-        std::uint64_t f = flags;
-        post("fi_writemsg", [&] {
-            const ssize_t r = fi_writemsg(ep_, &msg, f);
-            if (r == -FI_EAGAIN)
-                f &= ~FI_MORE;
-            return r;
-        });
+        if (ep_ == nullptr) [[unlikely]]
+            closed_error("write_batch");
+        const ssize_t r = fi_writemsg(ep_, &msg, flags);
+        if (r == -FI_EAGAIN)
+            post<fi_writemsg>("fi_writemsg", &msg, flags & ~FI_MORE);
+        else if (r != 0)
+            detail::throw_error("fi_writemsg", static_cast<int>(r), provider());
         signaled += signal;
     }
     return signaled;
@@ -131,7 +111,7 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
         if (odd_length("writev", Op::write, total, context))
             return;
     fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
-    post("fi_writemsg", [&] { return fi_writemsg(ep_, &msg, FI_COMPLETION); });
+    post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
 }
 
 void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
@@ -142,17 +122,11 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
         (void)odd_length("write_notify", Op::write, src.len, context);
     if (!framed_) {
         if (src.len <= inject_size_) {
-            post("fi_inject_writedata", [&] {
-                return fi_inject_writedata(ep_, src.addr, src.len, value, peer.addr, addr,
-                                           dst.key());
-            });
+            post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr, dst.key());
             complete_locally(Op::write, context, src.len);
             return;
         }
-        post("fi_writedata", [&] {
-            return fi_writedata(ep_, src.addr, src.len, src.desc, value, peer.addr, addr,
-                                dst.key(), context);
-        });
+        post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value, peer.addr, addr, dst.key(), context);
         return;
     }
     // No CQ data: the write, then a notify message the target turns into
@@ -160,18 +134,13 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
     // provider promises send-after-write, else weft waits for delivery first.
     take_credit(); // before the write, so that a write is never left without its notify
     if (ordered_saw_) {
-        post("fi_write", [&] {
-            return fi_write(ep_, src.addr, src.len, src.desc, peer.addr, addr, dst.key(),
-                            &internal_);
-        });
+        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), &internal_);
     } else {
         iovec iov{src.addr, src.len};
         fi_rma_iov rma{addr, src.len, dst.key()};
         fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, &fence_, 0};
         fence_done_ = false;
-        post("fi_writemsg", [&] {
-            return fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
-        });
+        post<fi_writemsg>("fi_writemsg", &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
         const auto deadline = Deadline::after(post_timeout_);
         std::uint32_t spins = 0;
         while (!fence_done_) {
@@ -182,18 +151,6 @@ void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t of
         }
     }
     send_frame(frame::type_notify, value, Local{}, context, peer);
-}
-
-void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset, void* context,
-                    Peer peer)
-{
-    const std::uint64_t addr = src.read_address(offset, dst.len);
-    if (dst.len - 1 >= max_transfer_) [[unlikely]]
-        if (odd_length("read", Op::read, dst.len, context))
-            return;
-    post("fi_read", [&] {
-        return fi_read(ep_, dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
-    });
 }
 
 void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
@@ -219,7 +176,7 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
         if (odd_length("readv", Op::read, total, context))
             return;
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
-    post("fi_readmsg", [&] { return fi_readmsg(ep_, &msg, FI_COMPLETION); });
+    post<fi_readmsg>("fi_readmsg", &msg, FI_COMPLETION);
 }
 
 void Endpoint::inject_too_big(std::size_t len) const
@@ -227,17 +184,6 @@ void Endpoint::inject_too_big(std::size_t len) const
     throw UsageError("write_inject", -FI_EINVAL, std::string(provider()),
                      fmt::format("{} B exceeds the inject size of {} B: use write()", len,
                                  inject_size_));
-}
-
-void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
-                            std::uint64_t offset, Peer peer)
-{
-    if (src.size() > inject_size_) [[unlikely]]
-        inject_too_big(src.size());
-    const std::uint64_t addr = dst.write_address(offset, src.size());
-    post("fi_inject_write", [&] {
-        return fi_inject_write(ep_, src.data(), src.size(), peer.addr, addr, dst.key());
-    });
 }
 
 void Endpoint::check_message(std::size_t len) const
@@ -258,13 +204,11 @@ void Endpoint::send(Local src, void* context, Peer peer)
         return;
     }
     if (src.len <= inject_size_) {
-        post("fi_inject", [&] { return fi_inject(ep_, src.addr, src.len, peer.addr); });
+        post<fi_inject>("fi_inject", src.addr, src.len, peer.addr);
         complete_locally(Op::send, context, src.len);
         return;
     }
-    post("fi_send", [&] {
-        return fi_send(ep_, src.addr, src.len, src.desc, peer.addr, context);
-    });
+    post<fi_send>("fi_send", src.addr, src.len, src.desc, peer.addr, context);
 }
 
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
@@ -276,7 +220,7 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
     std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
     const std::size_t count = payload.len ? 2 : 1;
     fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
-    post("fi_sendmsg", [&] { return fi_sendmsg(ep_, &msg, FI_COMPLETION); });
+    post<fi_sendmsg>("fi_sendmsg", &msg, FI_COMPLETION);
 }
 
 void Endpoint::unsupported(const char* what) const
@@ -303,10 +247,7 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
     const void* buf = quirks_.atomic_operands_by_value
                           ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
                           : &s->operand;
-    post("fi_fetch_atomic", [&] {
-        return fi_fetch_atomic(ep_, buf, 1, scratch_mr_->desc(), result.addr, result.desc,
-                               peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
-    });
+    post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_mr_->desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
 }
 
 void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t offset,
@@ -328,10 +269,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(desired)) : &s->operand;
     const void* compare =
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(expected)) : &s->compare;
-    post("fi_compare_atomic", [&] {
-        return fi_compare_atomic(ep_, swap, 1, desc, compare, desc, result.addr, result.desc,
-                                 peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
-    });
+    post<fi_compare_atomic>("fi_compare_atomic", swap, 1, desc, compare, desc, result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
 }
 
 // ---- completions ----
@@ -383,11 +321,6 @@ bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* contex
                                  "transfer into pieces of at most Endpoint::max_transfer() bytes; "
                                  "nothing was posted",
                                  len, max_transfer_));
-}
-
-void Endpoint::complete_locally(Op op, void* context, std::size_t len)
-{
-    deferred_.push_back(Completion{context, op, len, 0, {}});
 }
 
 std::size_t Endpoint::poll(std::span<Completion> out)
@@ -465,21 +398,13 @@ void Endpoint::wait_timeout(const char* what) const
     detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
 }
 
-Completion Endpoint::wait(void* context, Deadline deadline)
+Completion Endpoint::wait_slow(void* context, Deadline deadline)
 {
-    const auto mine = [context](const Completion& c) {
-        return c.context == context && c.op != Op::recv && c.op != Op::notify;
-    };
-    // Fast path: nothing held back, and the first poll brings exactly this
-    // completion (one operation in flight, the common case).
-    if (deferred_.empty() && lent_.empty() && ep_ != nullptr) [[likely]] {
-        const std::size_t n = drain(waiting_);
-        if (n == 1 && mine(waiting_[0])) [[likely]]
-            return waiting_[0];
-        for (std::size_t i = 0; i < n; ++i)
-            deferred_.push_back(waiting_[i]); // wait_until finds it there
-    }
-    return wait_until(mine, deadline, "the operation");
+    return wait_until(
+        [context](const Completion& c) {
+            return c.context == context && c.op != Op::recv && c.op != Op::notify;
+        },
+        deadline, "the operation");
 }
 
 Completion Endpoint::wait_for(Op op, Deadline deadline)

@@ -16,7 +16,6 @@
 
 #include <fmt/format.h>
 
-#include "endpoint_post.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
 
@@ -58,9 +57,7 @@ void Endpoint::send_hello()
         send_frame(frame::type_hello, 0, Local{staging, len, desc}, &internal_, Peer{});
         return;
     }
-    post("fi_send(hello)", [&] {
-        return fi_send(ep_, staging, len, desc, FI_ADDR_UNSPEC, &internal_);
-    });
+    post<fi_send>("fi_send(hello)", staging, len, desc, FI_ADDR_UNSPEC, &internal_);
 }
 
 bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
@@ -134,10 +131,7 @@ void Endpoint::grant_credits()
     auto* value = next_scratch();
     value->operand = reposted_;
     const std::uint64_t addr = peer_credit_.write_address(0, sizeof(std::uint64_t));
-    post("fi_write(credits)", [&] {
-        return fi_write(ep_, &value->operand, sizeof(std::uint64_t), scratch_mr_->desc(),
-                        FI_ADDR_UNSPEC, addr, peer_credit_.key(), &internal_);
-    });
+    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_mr_->desc(), FI_ADDR_UNSPEC, addr, peer_credit_.key(), &internal_);
     granted_ = reposted_;
     granting_ = false;
 }

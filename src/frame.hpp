@@ -45,15 +45,6 @@ inline void write_header(std::byte* h, std::uint8_t type, std::uint32_t value) n
         h[4 + i] = static_cast<std::byte>(value >> (8 * i));
 }
 
-inline Op op_from_flags(std::uint64_t flags) noexcept
-{
-    if (flags & FI_ATOMIC)
-        return Op::atomic;
-    if (flags & FI_RMA)
-        return (flags & FI_READ) ? Op::read : Op::write;
-    if (flags & FI_RECV)
-        return Op::recv;
-    return Op::send;
-}
+using detail::op_from_flags;
 
 } // namespace weft::frame

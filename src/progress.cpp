@@ -12,21 +12,28 @@ namespace weft {
 
 ProgressThread::ProgressThread(std::shared_ptr<CompletionQueue> cq, const Activity& activity,
                                std::chrono::microseconds interval, std::optional<int> cpu)
-    : cq_(std::move(cq))
+    : state_(std::make_shared<State>())
 {
-    thread_ = std::jthread([this, &activity, interval](std::stop_token stop) {
+    state_->cq = std::move(cq);
+    // After a stop request the thread touches only `state` (shared) and its
+    // stop token: the owner and `activity` may be gone by then (stop()).
+    thread_ = std::jthread([state = state_, &activity, interval](std::stop_token stop) {
         pthread_setname_np(pthread_self(), "weft-progress");
         std::uint64_t seen = activity.count();
-        while (!stop.stop_requested()) {
+        for (;;) {
             std::this_thread::sleep_for(interval);
+            if (stop.stop_requested())
+                break;
             const std::uint64_t now = activity.count();
             if (now != seen) { // the owner is polling: progress happens there
                 seen = now;
                 continue;
             }
-            cq_->progress();
-            drives_.store(drives_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            state->cq->progress();
+            state->drives.store(state->drives.load(std::memory_order_relaxed) + 1,
+                                std::memory_order_relaxed);
         }
+        state->done.store(true, std::memory_order_release);
     });
     if (cpu) {
         cpu_set_t set;
@@ -38,11 +45,26 @@ ProgressThread::ProgressThread(std::shared_ptr<CompletionQueue> cq, const Activi
     }
 }
 
+bool ProgressThread::stop(std::chrono::milliseconds grace_period)
+{
+    if (stopped_)
+        return *stopped_;
+    thread_.request_stop();
+    const auto until = std::chrono::steady_clock::now() + grace_period;
+    while (!state_->done.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() >= until) {
+            thread_.detach();
+            return *(stopped_ = false);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    thread_.join();
+    return *(stopped_ = true);
+}
+
 ProgressThread::~ProgressThread()
 {
-    thread_.request_stop();
-    if (thread_.joinable())
-        thread_.join();
+    (void)stop(grace);
 }
 
 } // namespace weft

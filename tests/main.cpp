@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "weft/endpoint.hpp"
 #include "weft/fid.hpp"
 
 namespace {
@@ -15,7 +16,9 @@ struct FidLeakCheck : Catch::TestEventListenerBase {
     using TestEventListenerBase::TestEventListenerBase;
     void testCaseEnded(const Catch::TestCaseStats& stats) override
     {
-        if (const auto n = weft::detail::live_fids(); n != 0) {
+        // An abandoned endpoint (a progress thread stuck inside the provider)
+        // leaves its objects open on purpose, and says so on stderr.
+        if (const auto n = weft::detail::live_fids(); n != 0 && weft::Endpoint::abandoned() == 0) {
             std::fprintf(stderr, "weft: %zu libfabric objects still open after \"%s\"\n", n,
                          stats.testInfo.name.c_str());
             std::exit(3);

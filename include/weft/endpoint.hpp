@@ -45,6 +45,20 @@ enum class Op : std::uint8_t {
 };
 std::string_view to_string(Op op) noexcept;
 
+namespace detail {
+/// The Op of a completion, from its libfabric flags.
+constexpr Op op_from_flags(std::uint64_t flags) noexcept
+{
+    if (flags & FI_ATOMIC)
+        return Op::atomic;
+    if (flags & FI_RMA)
+        return (flags & FI_READ) ? Op::read : Op::write;
+    if (flags & FI_RECV)
+        return Op::recv;
+    return Op::send;
+}
+} // namespace detail
+
 struct Completion {
     void* context = nullptr; ///< as given when posting; nullptr for recv and notify
     Op op = Op::send;
@@ -97,6 +111,10 @@ public:
     /// are abandoned (their completions are not reported). Idempotent.
     void close() noexcept;
     bool closed() const noexcept { return ep_ == nullptr; }
+    /// Endpoints in this process closed without closing their libfabric
+    /// objects, because their progress thread stayed stuck inside the provider
+    /// (see ProgressThread::stop); each was also reported on stderr.
+    static std::size_t abandoned() noexcept;
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
@@ -203,10 +221,15 @@ private:
     void repost(std::uint32_t slot);
     void repost_lent();
     void start_progress_thread();
+    void abandon() noexcept;
     void check_message(std::size_t len) const;
 
-    template <class F>
-    void post(const char* call, F&& f);
+    /// Posts with libfabric's `Fn` (fi_write, fi_inject_write, ...) on ep_:
+    /// one call and a compare; -FI_EAGAIN and errors go out of line.
+    template <auto Fn, class... A>
+    void post(const char* call, A... args);
+    template <auto Fn, class... A>
+    [[gnu::noinline, gnu::cold]] void post_retry(const char* call, ssize_t first, A... args);
     void post_slow(const char* call, ssize_t first, ssize_t (*retry)(void*), void* arg);
 
     std::size_t drain(std::span<Completion> out);
@@ -214,7 +237,11 @@ private:
     template <class Pred>
     Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
     void stash_some();
-    void complete_locally(Op op, void* context, std::size_t len);
+    void complete_locally(Op op, void* context, std::size_t len)
+    {
+        deferred_.push_back(Completion{context, op, len, 0, {}});
+    }
+    Completion wait_slow(void* context, Deadline deadline);
     void expect_hello(Deadline deadline);
     void send_hello();
     bool accept_hello(const std::byte* payload, std::size_t len);
@@ -278,5 +305,86 @@ private:
     fid_ep* ep_ = nullptr;
     std::unique_ptr<ProgressThread> progress_; // stopped first: declared last
 };
+
+// ---- The data path's fast paths, inline like libfabric's own fi_write():
+// the call into libweft.so and its register spills cost more than weft's
+// checks. Everything unusual (back-pressure, errors, odd lengths, completions
+// that are not the awaited one) is out of line in src/endpoint_data.cpp. ----
+
+// The call is a template argument and its arguments plain values, not a
+// lambda: a closure is an object the compiler builds in memory before the call
+// (a retry needs it again), ~12 stores per post; plain arguments stay in
+// registers and are only spilled on the cold path.
+template <auto Fn, class... A>
+void Endpoint::post_retry(const char* call, ssize_t first, A... args)
+{
+    auto again = [&] { return Fn(ep_, args...); };
+    using Again = decltype(again);
+    post_slow(call, first, [](void* p) -> ssize_t { return (*static_cast<Again*>(p))(); },
+              &again);
+}
+
+template <auto Fn, class... A>
+[[gnu::always_inline]] inline void Endpoint::post(const char* call, A... args)
+{
+    if (ep_ == nullptr) [[unlikely]]
+        closed_error(call);
+    const ssize_t r = Fn(ep_, args...);
+    if (r != 0) [[unlikely]]
+        post_retry<Fn>(call, r, args...);
+}
+
+inline void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                            void* context, Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("write", Op::write, src.len, context))
+            return;
+    if (src.len <= inject_size_) {
+        post<fi_inject_write>("fi_inject_write", src.addr, src.len, peer.addr, addr, dst.key());
+        complete_locally(Op::write, context, src.len);
+        return;
+    }
+    post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
+}
+
+inline void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset,
+                           void* context, Peer peer)
+{
+    const std::uint64_t addr = src.read_address(offset, dst.len);
+    if (dst.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("read", Op::read, dst.len, context))
+            return;
+    post<fi_read>("fi_read", dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
+}
+
+inline void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
+                                   std::uint64_t offset, Peer peer)
+{
+    if (src.size() > inject_size_) [[unlikely]]
+        inject_too_big(src.size());
+    const std::uint64_t addr = dst.write_address(offset, src.size());
+    post<fi_inject_write>("fi_inject_write", src.data(), src.size(), peer.addr, addr, dst.key());
+}
+
+inline Completion Endpoint::wait(void* context, Deadline deadline)
+{
+    // One operation in flight, the common case: nothing held back, and the
+    // next entry in the queue is this one. One entry is read, so nothing else
+    // leaves the queue and nothing needs keeping.
+    if (deferred_.empty() && lent_.empty() && ep_ != nullptr && !credits_) [[likely]] {
+        activity_.note();
+        fi_cq_data_entry e;
+        if (cq_->read(&e, 1) == 1) {
+            if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV))) [[likely]]
+                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            Completion c;
+            if (translate(e, c))
+                deferred_.push_back(c); // wait_slow finds it there
+        }
+    }
+    return wait_slow(context, deadline);
+}
 
 } // namespace weft

@@ -45,6 +45,8 @@ public:
         if (raw)
             count_opened_fid();
     }
+    /// Gives the handle up without closing it (it stays counted as open).
+    T* release() noexcept { return p_.release(); }
     T* get() const noexcept { return p_.get(); }
     T* operator->() const noexcept { return p_.get(); }
     explicit operator bool() const noexcept { return p_ != nullptr; }

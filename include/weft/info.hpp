@@ -49,9 +49,11 @@ struct Quirks {
     /// The provider sends the operand *pointers* of fetch / compare atomics as
     /// their values (libfabric 1.17 verbs MSG endpoints): weft passes values.
     bool atomic_operands_by_value = false;
-    /// A peer that dies mid-stream can stall an RDM endpoint it shared with
-    /// other peers (shm keeps its unfinished commands at the head of the
-    /// queue, measured): a Server gives each RDM connection its own endpoint.
+    /// A peer that dies mid-stream can stall or poison an RDM endpoint it
+    /// shared with other peers (measured: shm keeps its unfinished commands at
+    /// the head of the queue; sockets reports its broken connection as an error
+    /// completion to whoever polls next): a Server gives each RDM connection its
+    /// own endpoint.
     bool dead_peer_blocks_endpoint = false;
     /// Some small RMA reads that cross a page boundary return wrong bytes for
     /// part of the range, and again when repeated, while the target memory is

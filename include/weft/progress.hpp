@@ -42,17 +42,31 @@ class ProgressThread {
 public:
     ProgressThread(std::shared_ptr<CompletionQueue> cq, const Activity& activity,
                    std::chrono::microseconds interval, std::optional<int> cpu = std::nullopt);
-    ~ProgressThread(); // stops and joins
+    ~ProgressThread(); // stop(grace)
     ProgressThread(const ProgressThread&) = delete;
     ProgressThread& operator=(const ProgressThread&) = delete;
 
+    /// Stops the thread and joins it. False when it did not finish within
+    /// `grace`: it is stuck inside the provider (shm, when a peer was killed
+    /// holding a lock in shared memory, spins forever); it is then detached and
+    /// keeps the completion queue (and its domain) open for good, and the
+    /// caller must not close what the provider may still touch. Idempotent.
+    bool stop(std::chrono::milliseconds grace);
+    static constexpr std::chrono::milliseconds grace{2000};
+
     /// How many times the thread drove progress itself (for tests and reports).
-    std::uint64_t drives() const noexcept { return drives_.load(std::memory_order_relaxed); }
+    std::uint64_t drives() const noexcept { return state_->drives.load(std::memory_order_relaxed); }
 
 private:
-    std::shared_ptr<CompletionQueue> cq_;
-    std::atomic<std::uint64_t> drives_{0};
+    // Shared with the thread, which may outlive this object (see stop()).
+    struct State {
+        std::shared_ptr<CompletionQueue> cq;
+        std::atomic<std::uint64_t> drives{0};
+        std::atomic<bool> done{false};
+    };
+    std::shared_ptr<State> state_;
     std::jthread thread_;
+    std::optional<bool> stopped_; // stop()'s answer, once given
 };
 
 } // namespace weft

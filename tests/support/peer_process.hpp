@@ -8,13 +8,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "weft/deadline.hpp"
 
@@ -28,7 +33,8 @@ public:
     PeerProcess(const char* path, const std::vector<std::string>& args)
     {
         int out[2];
-        REQUIRE(pipe(out) == 0);
+        if (pipe(out) != 0)
+            throw std::system_error(errno, std::generic_category(), "pipe");
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -37,14 +43,25 @@ public:
         for (const auto& a : args)
             argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
-        REQUIRE(posix_spawn(&pid_, path, &fa, nullptr, argv.data(), environ) == 0);
+        if (const int e = posix_spawn(&pid_, path, &fa, nullptr, argv.data(), environ))
+            throw std::system_error(e, std::generic_category(), path);
         posix_spawn_file_actions_destroy(&fa);
         close(out[1]);
         FILE* f = fdopen(out[0], "r");
         char line[128] = {};
         const bool got = std::fgets(line, sizeof line, f) != nullptr;
         std::fclose(f);
-        REQUIRE(got);
+        if (!got) {
+            // Not REQUIRE: peers are also started from helper threads, where
+            // a Catch assertion would terminate the test program.
+            int st = 0;
+            waitpid(pid_, &st, 0);
+            pid_ = -1;
+            throw std::runtime_error(fmt::format(
+                "{} ended before printing its first line ({}): its stderr above says why", path,
+                WIFEXITED(st) ? fmt::format("exit {}", WEXITSTATUS(st))
+                              : fmt::format("signal {}", WTERMSIG(st))));
+        }
         first_line_ = line;
         unsigned port = 0;
         if (std::sscanf(line, "PORT %u", &port) == 1)
@@ -92,6 +109,41 @@ private:
     pid_t pid_ = -1;
     std::uint16_t port_ = 0;
     std::string first_line_;
+};
+
+/// Starts a PeerProcess from a helper thread (while this thread serves it, e.g.
+/// in Server::accept); join() rethrows on this thread what starting it threw.
+class PeerLauncher {
+public:
+    PeerLauncher(std::optional<PeerProcess>& into, const char* path, std::vector<std::string> args,
+                 std::chrono::milliseconds delay = {})
+        : thread_([this, &into, path, args = std::move(args), delay] {
+              try {
+                  std::this_thread::sleep_for(delay);
+                  into.emplace(path, args);
+              } catch (...) {
+                  error_ = std::current_exception();
+              }
+          })
+    {
+    }
+    PeerLauncher(const PeerLauncher&) = delete;
+    PeerLauncher& operator=(const PeerLauncher&) = delete;
+    ~PeerLauncher()
+    {
+        if (thread_.joinable())
+            thread_.join();
+    }
+    void join()
+    {
+        thread_.join();
+        if (error_)
+            std::rethrow_exception(error_);
+    }
+
+private:
+    std::exception_ptr error_;
+    std::thread thread_; // last: starts once error_ exists
 };
 
 } // namespace weft::test
