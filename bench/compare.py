@@ -10,7 +10,7 @@ Instructions per operation come from valgrind's callgrind, which counts
 instructions rather than time and so repeats on a noisy machine.
 
   bench/compare.py              # 5 rounds of everything (a few minutes)
-  bench/compare.py --only pair --blocks 31     # only weft vs raw, paired
+  bench/compare.py --only pair --pin           # only weft vs raw, paired
 
 weft against the raw baseline is judged by weft-pair-bench: both connected at
 once, blocks of the same iteration count alternating ABBA, one ratio per
@@ -163,7 +163,7 @@ def main():
     ap.add_argument("--only", default="pair,latency,bandwidth,path,cpu,rate",
                     help="comma list of: pair, latency, bandwidth, path, cpu, rate")
     ap.add_argument("--blocks", type=int, default=0,
-                    help="block pairs per size in the weft/raw pair runs (default max(15, 3 x rounds))")
+                    help="block pairs per size in the weft/raw pair runs (default 201 for latency, 61 for bandwidth)")
     ap.add_argument("--pin", action="store_true",
                     help="pair runs: server end on CPU 0, client on CPU 1")
     ap.add_argument("--json", help="also write all samples to this file")
@@ -222,15 +222,17 @@ def main():
     # here (separate runs drift apart by more than the 2 % being judged).
     pairs = {}
     if "pair" in only:
-        blocks = args.blocks or max(15, 3 * args.rounds)
+        # Many short blocks: adjacent blocks see the same machine, and the
+        # median of ~200 ratios has a standard error of ~0.4 % here.
         pin = " --pin" if args.pin else ""
         for prov, extra in (("tcp", ""), ("shm", " --shm")):
-            for pat, sizes in (("lat-write", [8, 4096]), ("lat-notify", [8, 4096]),
-                               ("bw-write", [65536, 1 << 20])):
+            for pat, sizes, blocks, block in (
+                    ("lat-write", [8, 4096], args.blocks or 201, " -n 1000 --budget-ms 100"),
+                    ("lat-notify", [8, 4096], args.blocks or 201, " -n 1000 --budget-ms 100"),
+                    ("bw-write", [65536, 1 << 20], args.blocks or 61, " --budget-ms 60")):
                 print(f"compare: pair {pat} {prov} ({blocks} block pairs per size)", file=sys.stderr)
                 try:
-                    for size, row in t.pair(pat, prov, sizes, blocks,
-                                            extra + pin + " --budget-ms 150").items():
+                    for size, row in t.pair(pat, prov, sizes, blocks, extra + pin + block).items():
                         pairs[(pat, prov, int(size))] = row
                 except Exception as e:
                     print(f"compare: pair {pat} {prov}: {e}", file=sys.stderr)

@@ -151,11 +151,7 @@ private:
         c_.barrier(Deadline::after(cfg_.timeout));
     }
 
-    void drain()
-    {
-        std::array<Completion, 16> got;
-        (void)ep_.poll(got);
-    }
+    void drain() { (void)ep_.poll(got_); }
 
     void lat_write(const Plan& plan)
     {
@@ -270,6 +266,7 @@ private:
     const Config& cfg_;
     Endpoint& ep_;
     RemoteRegion peer_;
+    std::array<Completion, 16> got_; // not re-initialised on every poll
     int ctx_ = 0;
     bool server_ = false;
     bool file_ = false;

@@ -114,21 +114,12 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
     post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
 }
 
-void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
-                            std::uint32_t value, void* context, Peer peer)
+void Endpoint::write_notify_framed(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                                   std::uint32_t value, void* context, Peer peer)
 {
     const std::uint64_t addr = dst.write_address(offset, src.len);
     if (src.len > max_transfer_) [[unlikely]]
         (void)odd_length("write_notify", Op::write, src.len, context);
-    if (!framed_) {
-        if (src.len <= inject_size_) {
-            post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr, dst.key());
-            complete_locally(Op::write, context, src.len);
-            return;
-        }
-        post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value, peer.addr, addr, dst.key(), context);
-        return;
-    }
     // No CQ data: the write, then a notify message the target turns into
     // Op::notify. The message must not overtake the data: ordered when the
     // provider promises send-after-write, else weft waits for delivery first.
@@ -276,10 +267,9 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
 
 std::size_t Endpoint::drain(std::span<Completion> out)
 {
-    constexpr std::size_t batch = 16;
     activity_.note();
-    std::array<fi_cq_data_entry, batch> entries;
-    const std::size_t n = cq_->read(entries.data(), std::min(batch, out.size()));
+    std::array<fi_cq_data_entry, poll_batch> entries;
+    const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
     std::size_t m = 0;
     const auto slots_lo = reinterpret_cast<std::uintptr_t>(slots_.data());
     const auto slots_hi = slots_lo + slots_.size() * sizeof(Slot);
@@ -297,6 +287,19 @@ std::size_t Endpoint::drain(std::span<Completion> out)
     }
     if (credits_)
         grant_credits();
+    return m;
+}
+
+std::size_t Endpoint::take(const fi_cq_data_entry* entries, std::size_t n,
+                           std::span<Completion> out)
+{
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        if (translate(entries[i], out[m]))
+            ++m;
+    for (std::size_t i = 0; i < m; ++i)
+        if (out[i].slot != Completion::no_slot)
+            lent_.push_back(out[i].slot);
     return m;
 }
 
@@ -323,7 +326,7 @@ bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* contex
                                  len, max_transfer_));
 }
 
-std::size_t Endpoint::poll(std::span<Completion> out)
+std::size_t Endpoint::poll_slow(std::span<Completion> out)
 {
     if (ep_ == nullptr) [[unlikely]]
         closed_error("poll");
@@ -407,7 +410,7 @@ Completion Endpoint::wait_slow(void* context, Deadline deadline)
         deadline, "the operation");
 }
 
-Completion Endpoint::wait_for(Op op, Deadline deadline)
+Completion Endpoint::wait_for_slow(Op op, Deadline deadline)
 {
     const char* what = op == Op::notify ? "a notification" : op == Op::recv ? "a message" : "an operation";
     return wait_until([op](const Completion& c) { return c.op == op; }, deadline, what);

@@ -232,7 +232,10 @@ private:
     [[gnu::noinline, gnu::cold]] void post_retry(const char* call, ssize_t first, A... args);
     void post_slow(const char* call, ssize_t first, ssize_t (*retry)(void*), void* arg);
 
+    static constexpr std::size_t poll_batch = 16;
     std::size_t drain(std::span<Completion> out);
+    std::size_t take(const fi_cq_data_entry* entries, std::size_t n, std::span<Completion> out);
+    std::size_t poll_slow(std::span<Completion> out);
     bool translate(const fi_cq_data_entry& e, Completion& c);
     template <class Pred>
     Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
@@ -242,6 +245,9 @@ private:
         deferred_.push_back(Completion{context, op, len, 0, {}});
     }
     Completion wait_slow(void* context, Deadline deadline);
+    Completion wait_for_slow(Op op, Deadline deadline);
+    void write_notify_framed(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                             std::uint32_t value, void* context, Peer peer);
     void expect_hello(Deadline deadline);
     void send_hello();
     bool accept_hello(const std::byte* payload, std::size_t len);
@@ -368,20 +374,92 @@ inline void Endpoint::write_inject(std::span<const std::byte> src, const RemoteR
     post<fi_inject_write>("fi_inject_write", src.data(), src.size(), peer.addr, addr, dst.key());
 }
 
+inline std::size_t Endpoint::poll(std::span<Completion> out)
+{
+    // Nothing held back: read the queue straight; an empty queue (a spinning
+    // poller's usual answer) costs one compare more than fi_cq_read.
+    if (deferred_.empty() && lent_.empty() && ep_ != nullptr && !credits_ && !out.empty())
+        [[likely]] {
+        activity_.note();
+        std::array<fi_cq_data_entry, poll_batch> entries;
+        const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
+        return n == 0 ? 0 : take(entries.data(), n, out);
+    }
+    return poll_slow(out);
+}
+
+inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                                   std::uint32_t value, void* context, Peer peer)
+{
+    if (framed_) [[unlikely]] { // no CQ data: a write and a message
+        write_notify_framed(src, dst, offset, value, context, peer);
+        return;
+    }
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len > max_transfer_) [[unlikely]]
+        (void)odd_length("write_notify", Op::write, src.len, context);
+    if (src.len <= inject_size_) {
+        post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr,
+                                  dst.key());
+        complete_locally(Op::write, context, src.len);
+        return;
+    }
+    post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value, peer.addr, addr,
+                       dst.key(), context);
+}
+
+inline Completion Endpoint::wait_for(Op op, Deadline deadline)
+{
+    // A notification, nothing lent, none held back: spin on the queue for the
+    // next entry, which is usually it (a write_notify ping-pong). Anything
+    // else, and the deadline, are handled by wait_for_slow.
+    if (op == Op::notify && lent_.empty() && ep_ != nullptr && !credits_) [[likely]] {
+        bool held = false;
+        for (std::size_t i = 0; i < deferred_.size() && !held; ++i)
+            held = deferred_[i].op == Op::notify;
+        for (std::uint32_t spins = 1; !held; ++spins) {
+            activity_.note();
+            fi_cq_data_entry e;
+            if (cq_->read(&e, 1) == 1) {
+                if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr) [[likely]]
+                    return Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data),
+                                      {}};
+                Completion c;
+                if (translate(e, c))
+                    deferred_.push_back(c); // wait_for_slow finds it there
+                break;
+            }
+            if ((spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+                break;
+        }
+    }
+    return wait_for_slow(op, deadline);
+}
+
 inline Completion Endpoint::wait(void* context, Deadline deadline)
 {
-    // One operation in flight, the common case: nothing held back, and the
-    // next entry in the queue is this one. One entry is read, so nothing else
-    // leaves the queue and nothing needs keeping.
+    // An inject's completion, reported by weft itself, waits at the front.
+    if (!deferred_.empty() && lent_.empty() && ep_ != nullptr && deferred_[0].context == context &&
+        deferred_[0].op != Op::recv && deferred_[0].op != Op::notify)
+        return deferred_.pop_front();
+    // One operation in flight, the common case: nothing held back; spin on the
+    // queue, one entry at a time, until this one completes. Anything else, and
+    // the deadline, are handled by wait_slow.
     if (deferred_.empty() && lent_.empty() && ep_ != nullptr && !credits_) [[likely]] {
-        activity_.note();
-        fi_cq_data_entry e;
-        if (cq_->read(&e, 1) == 1) {
-            if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV))) [[likely]]
-                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
-            Completion c;
-            if (translate(e, c))
-                deferred_.push_back(c); // wait_slow finds it there
+        for (std::uint32_t spins = 1;; ++spins) {
+            activity_.note();
+            fi_cq_data_entry e;
+            if (cq_->read(&e, 1) == 1) {
+                if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV)))
+                    [[likely]]
+                    return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+                Completion c;
+                if (translate(e, c))
+                    deferred_.push_back(c); // wait_slow finds it there
+                break;
+            }
+            if ((spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+                break;
         }
     }
     return wait_slow(context, deadline);
