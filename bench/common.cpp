@@ -202,11 +202,13 @@ void pin_to(int cpu)
         std::fprintf(stderr, "bench: could not pin to CPU %d: %s\n", cpu, std::strerror(errno));
 }
 
-/// Forks: the child listens and runs `serve` (the server end), the parent runs
-/// `drive` against it (the client end) and reaps the child. With cfg.pin, the
-/// server runs on CPU 0 and the client on CPU 1.
-int run_forked(const Config& cfg, const std::function<void(SideListener&)>& serve,
-               const std::function<int(const std::string& host_port)>& drive)
+/// Forks: the child opens `listeners` side-channel listeners and runs `serve`
+/// (the server ends), the parent runs `drive` against them (the client ends,
+/// one host:port per listener) and reaps the child. With cfg.pin, the server
+/// runs on CPU 0 and the client on CPU 1.
+int run_forked(const Config& cfg, std::size_t listeners,
+               const std::function<void(std::vector<SideListener>&)>& serve,
+               const std::function<int(const std::vector<std::string>& host_ports)>& drive)
 {
     const std::string host = cfg.node.empty() ? "127.0.0.1" : cfg.node;
     const bool pin = cfg.pin && std::thread::hardware_concurrency() >= 2;
@@ -221,10 +223,15 @@ int run_forked(const Config& cfg, const std::function<void(SideListener&)>& serv
         try {
             if (pin)
                 pin_to(0);
-            SideListener listener(host, 0);
-            const auto msg = fmt::format("P{}\n", listener.port());
+            std::vector<SideListener> ls;
+            std::string msg = "P";
+            for (std::size_t i = 0; i < listeners; ++i) {
+                ls.emplace_back(host, 0);
+                msg += fmt::format("{}{}", i ? "," : "", ls.back().port());
+            }
+            msg += "\n";
             (void)!write(fds[1], msg.data(), msg.size());
-            serve(listener);
+            serve(ls);
         } catch (const std::exception& e) {
             const auto msg = fmt::format("E{}", e.what());
             (void)!write(fds[1], msg.data(), msg.size());
@@ -266,10 +273,15 @@ int run_forked(const Config& cfg, const std::function<void(SideListener&)>& serv
         throw std::runtime_error(line.empty() ? "the server process did not start"
                                               : "server: " + line.substr(1));
     }
-    const std::string port = line.substr(1, line.size() - 2);
+    std::vector<std::string> host_ports;
+    for (std::size_t pos = 1; pos < line.size() - 1;) {
+        const std::size_t end = std::min(line.find(',', pos), line.size() - 1);
+        host_ports.push_back(host + ":" + line.substr(pos, end - pos));
+        pos = end + 1;
+    }
     int status = 0;
     try {
-        status = drive(host + ":" + port);
+        status = drive(host_ports);
     } catch (...) {
         line.clear();
         while (read(fds[0], &ch, 1) == 1)
@@ -289,13 +301,13 @@ int run_forked(const Config& cfg, const std::function<void(SideListener&)>& serv
 int run_both(const Config& cfg, const Factory& factory)
 {
     return run_forked(
-        cfg,
-        [&](SideListener& listener) {
-            auto end = factory.accept(cfg, listener);
+        cfg, 1,
+        [&](std::vector<SideListener>& listeners) {
+            auto end = factory.accept(cfg, listeners[0]);
             server(cfg, *end);
         },
-        [&](const std::string& host_port) {
-            auto end = factory.connect(cfg, host_port);
+        [&](const std::vector<std::string>& host_ports) {
+            auto end = factory.connect(cfg, host_ports[0]);
             return client(cfg, *end, factory.label);
         });
 }
@@ -537,23 +549,24 @@ int run(const Config& cfg, const Factory& factory)
     return run_both(cfg, factory);
 }
 
-int run_pair(const Config& cfg, const Factory& a, const Factory& b)
+int run_pair(const Config& cfg_a, const Factory& a, const Config& cfg_b, const Factory& b)
 {
-    if (cfg.pattern == Pattern::reg_cache || cfg.pattern == Pattern::pool ||
-        cfg.pattern == Pattern::cpu_write)
-        throw std::runtime_error("pairs are for the two-ended timed patterns");
+    for (const Config* c : {&cfg_a, &cfg_b})
+        if (c->pattern == Pattern::reg_cache || c->pattern == Pattern::pool ||
+            c->pattern == Pattern::cpu_write)
+            throw std::runtime_error("pairs are for the two-ended timed patterns");
+    // One listener per end: weft's Server takes its listener over.
     return run_forked(
-        cfg,
-        // `b` first: `a` may take the listener over (weft's Server does).
-        [&](SideListener& listener) {
-            auto eb = b.accept(cfg, listener);
-            auto ea = a.accept(cfg, listener);
-            serve_pair(cfg, *ea, *eb);
+        cfg_a, 2,
+        [&](std::vector<SideListener>& listeners) {
+            auto ea = a.accept(cfg_a, listeners[0]);
+            auto eb = b.accept(cfg_b, listeners[1]);
+            serve_pair(cfg_a, *ea, *eb);
         },
-        [&](const std::string& host_port) {
-            auto eb = b.connect(cfg, host_port);
-            auto ea = a.connect(cfg, host_port);
-            return drive_pair(cfg, *ea, *eb, a.label, b.label);
+        [&](const std::vector<std::string>& host_ports) {
+            auto ea = a.connect(cfg_a, host_ports[0]);
+            auto eb = b.connect(cfg_b, host_ports[1]);
+            return drive_pair(cfg_a, *ea, *eb, a.label, b.label);
         });
 }
 

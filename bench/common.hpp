@@ -111,7 +111,10 @@ int run(const Config& config, const Factory& factory);
 /// adjacent pair gives one ratio a/b in the pattern's metric, so that the
 /// machine's slow and fast moments cancel. Prints the median ratio and its
 /// quartiles. Returns the exit status.
-int run_pair(const Config& config, const Factory& a, const Factory& b);
+/// `config_b` may differ from `config_a` in what selects the transport (to
+/// pair two paths); the pattern, sizes and budget are `config_a`'s. Both
+/// configurations must outlive the call.
+int run_pair(const Config& config_a, const Factory& a, const Config& config_b, const Factory& b);
 
 /// The largest buffer a pattern needs for `size`.
 std::size_t region_size(Pattern p, std::size_t size, std::size_t queue_depth);

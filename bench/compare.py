@@ -249,6 +249,22 @@ def main():
                         pairs[(pat, prov, int(size))] = row
                 except Exception as e:
                     print(f"compare: pair {pat} {prov}: {e}", file=sys.stderr)
+    # tcp's three ways to move RMA, paired the same way: MSG, RDM through
+    # ofi_rxm (what weft picks for RDM), and net's native RDM.
+    path_pairs = {}
+    if "path" in only:
+        pin = " --pin" if args.pin else ""
+        for first, flags, other in (("tcp", "--msg", "tcp;ofi_rxm"), ("tcp", "--msg", "net"),
+                                    ("tcp;ofi_rxm", "--rdm", "net")):
+            for pat, block in (("bw-write", " --budget-ms 60"), ("lat-write", " -n 500 --budget-ms 100")):
+                blocks = args.blocks or 61
+                print(f"compare: path pair {pat} {first} vs {other} RDM", file=sys.stderr)
+                try:
+                    rows = t.pair(pat, first, [65536], blocks,
+                                  f"{flags} --against '{other}' --against-rdm{pin}{block}")
+                    path_pairs[(pat, first, other)] = rows[65536]
+                except Exception as e:
+                    print(f"compare: path pair {pat} {first} vs {other}: {e}", file=sys.stderr)
 
     samples = {}
     for r in range(args.rounds):
@@ -277,7 +293,9 @@ def main():
             json.dump([{"group": k[0], "tool": k[1], "metric": k[3], "bytes": s, "samples": v}
                        for k, by in samples.items() for s, v in by.items()] +
                       [{"group": "pair", "pattern": k[0], "provider": k[1], "bytes": k[2], **v}
-                       for k, v in pairs.items()], f, indent=1)
+                       for k, v in pairs.items()] +
+                      [{"group": "path pair", "pattern": k[0], "first": k[1], "other": k[2], **v}
+                       for k, v in path_pairs.items()], f, indent=1)
     if pairs:
         print(f"\n== weft vs raw libfabric, connected at once, blocks interleaved "
               f"(median of the per-pair ratios [quartiles])")
@@ -352,6 +370,12 @@ def main():
                 verdict = "MISSED by less than the noise"
             verdict += f"  (95 % CI [{ci[0]:.3f}, {ci[1]:.3f}])"
         print(f"  {name:58s} {r:8.3f}  {verdict}")
+    for (pat, first, other), row in path_pairs.items():
+        lo, hi = median_ci(row["ratios"])
+        unit = "MB/s" if pat.startswith("bw") else "us"
+        kind = "MSG" if first == "tcp" else "RDM"
+        print(f"  path pair {pat} 64 KiB: {first} {kind} {row['a']:.1f} {unit} / {other} RDM "
+              f"{row['b']:.1f} {unit} = {row['ratio']:.3f} (95 % CI [{lo:.3f}, {hi:.3f}])")
     for pat, unit in (("bw-write", "MB/s"), ("lat-write", "us")):
         paths = {p: med.get((f"path {pat} {p}", 65536)) for p in ("tcp", "tcp;ofi_rxm", "net")}
         if all(paths.values()):

@@ -2,9 +2,11 @@
 // weft-pair-bench: weft and the raw-libfabric baseline in one run, both
 // connected at once, their timed blocks interleaved (ABBA...): each adjacent
 // pair of blocks gives one weft/raw ratio, so the slow and fast moments of a
-// noisy machine hit both alike. The ratio to judge weft's overhead by.
+// noisy machine hit both alike. The ratio to judge weft's overhead by; with
+// --against, two of weft's paths (e.g. tcp MSG against net RDM) instead.
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -18,9 +20,25 @@ int main(int argc, char** argv)
     weft::bench::add_options(app, cfg);
     app.add_option("--blocks", cfg.pair_blocks, "block pairs per size (default 15)")
         ->check(CLI::Range(1, 1000));
+    std::string against;
+    app.add_option("--against", against,
+                   "instead of raw libfabric: weft over this provider (e.g. net, "
+                   "'tcp;ofi_rxm'), to pair two paths (-p, --rdm, --msg: the first path)");
+    bool against_rdm = false;
+    app.add_flag("--against-rdm", against_rdm, "the --against path uses RDM endpoints");
     CLI11_PARSE(app, argc, argv);
     try {
-        return weft::bench::run_pair(cfg, weft::bench::weft_factory(), weft::bench::raw_factory());
+        if (!against.empty()) {
+            weft::bench::Config other = cfg;
+            other.provider = against;
+            other.kind = against_rdm ? std::optional(weft::EndpointKind::rdm) : std::nullopt;
+            weft::bench::Factory a = weft::bench::weft_factory(), b = weft::bench::weft_factory();
+            a.label = cfg.provider.empty() ? "weft" : cfg.provider;
+            b.label = against;
+            return weft::bench::run_pair(cfg, a, other, b);
+        }
+        return weft::bench::run_pair(cfg, weft::bench::weft_factory(), cfg,
+                                     weft::bench::raw_factory());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "weft-pair-bench: %s\n", e.what());
         return 1;

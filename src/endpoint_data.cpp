@@ -382,7 +382,7 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
         }
         if (hit != n)
             return take(got[hit]);
-        if ((++spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+        if ((++spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
             wait_timeout(what);
     }
 }

@@ -233,6 +233,10 @@ private:
     void post_slow(const char* call, ssize_t first, ssize_t (*retry)(void*), void* arg);
 
     static constexpr std::size_t poll_batch = 16;
+    /// Waits read the clock once per this many + 1 empty polls: a clock read is
+    /// a system call where the clock source has no vDSO (the lab's TCG guest,
+    /// ~25 us), and a fast poll takes ~0.1 us here, so ~0.1 ms between checks.
+    static constexpr std::uint32_t clock_every = 1023;
     std::size_t drain(std::span<Completion> out);
     std::size_t take(const fi_cq_data_entry* entries, std::size_t n, std::span<Completion> out);
     std::size_t poll_slow(std::span<Completion> out);
@@ -429,7 +433,7 @@ inline Completion Endpoint::wait_for(Op op, Deadline deadline)
                     deferred_.push_back(c); // wait_for_slow finds it there
                 break;
             }
-            if ((spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+            if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
                 break;
         }
     }
@@ -458,7 +462,7 @@ inline Completion Endpoint::wait(void* context, Deadline deadline)
                     deferred_.push_back(c); // wait_slow finds it there
                 break;
             }
-            if ((spins & 63u) == 0 && deadline.expired()) [[unlikely]]
+            if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
                 break;
         }
     }
