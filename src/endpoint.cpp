@@ -325,7 +325,7 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
         return true;
     }
     if (!is_slot) {
-        c = Completion{ctx, frame::op_from_flags(e.flags), e.len, 0, {}};
+        c = Completion{ctx, detail::op_from_flags(e.flags), e.len, 0, {}};
         return true;
     }
     std::byte* buf = slots_[slot].buf;

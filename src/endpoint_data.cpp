@@ -114,21 +114,18 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
     post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
 }
 
-void Endpoint::write_notify_framed(Local src, const RemoteRegion& dst, std::uint64_t offset,
+void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                                    std::uint32_t value, void* context, Peer peer)
 {
-    const std::uint64_t addr = dst.write_address(offset, src.len);
-    if (src.len > max_transfer_) [[unlikely]]
-        (void)odd_length("write_notify", Op::write, src.len, context);
     // No CQ data: the write, then a notify message the target turns into
     // Op::notify. The message must not overtake the data: ordered when the
     // provider promises send-after-write, else weft waits for delivery first.
     take_credit(); // before the write, so that a write is never left without its notify
     if (ordered_saw_) {
-        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), &internal_);
+        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, key, &internal_);
     } else {
         iovec iov{src.addr, src.len};
-        fi_rma_iov rma{addr, src.len, dst.key()};
+        fi_rma_iov rma{addr, src.len, key};
         fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, &fence_, 0};
         fence_done_ = false;
         post<fi_writemsg>("fi_writemsg", &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
@@ -265,11 +262,9 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
 
 // ---- completions ----
 
-std::size_t Endpoint::drain(std::span<Completion> out)
+std::size_t Endpoint::translate_all(const fi_cq_data_entry* entries, std::size_t n,
+                                    std::span<Completion> out)
 {
-    activity_.note();
-    std::array<fi_cq_data_entry, poll_batch> entries;
-    const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
     std::size_t m = 0;
     const auto slots_lo = reinterpret_cast<std::uintptr_t>(slots_.data());
     const auto slots_hi = slots_lo + slots_.size() * sizeof(Slot);
@@ -279,28 +274,38 @@ std::size_t Endpoint::drain(std::span<Completion> out)
         // The common case inline: the caller's own operation completed.
         if (!(e.flags & FI_REMOTE_CQ_DATA) && e.op_context != &internal_ &&
             e.op_context != &fence_ && (p < slots_lo || p >= slots_hi)) [[likely]] {
-            out[m++] = Completion{e.op_context, frame::op_from_flags(e.flags), e.len, 0, {}};
+            out[m++] = Completion{e.op_context, detail::op_from_flags(e.flags), e.len, 0, {}};
             continue;
         }
         if (translate(e, out[m]))
             ++m;
     }
+    return m;
+}
+
+std::size_t Endpoint::drain(std::span<Completion> out)
+{
+    activity_.note();
+    std::array<fi_cq_data_entry, poll_batch> entries;
+    const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
+    const std::size_t m = translate_all(entries.data(), n, out);
     if (credits_)
         grant_credits();
     return m;
 }
 
-std::size_t Endpoint::take(const fi_cq_data_entry* entries, std::size_t n,
-                           std::span<Completion> out)
+std::size_t Endpoint::lend(std::span<const Completion> taken)
 {
-    std::size_t m = 0;
-    for (std::size_t i = 0; i < n; ++i)
-        if (translate(entries[i], out[m]))
-            ++m;
-    for (std::size_t i = 0; i < m; ++i)
-        if (out[i].slot != Completion::no_slot)
-            lent_.push_back(out[i].slot);
-    return m;
+    for (const Completion& c : taken)
+        if (c.slot != Completion::no_slot)
+            lent_.push_back(c.slot);
+    return taken.size();
+}
+
+std::size_t Endpoint::take_entries(const fi_cq_data_entry* entries, std::size_t n,
+                                   std::span<Completion> out)
+{
+    return lend(out.first(translate_all(entries, n, out)));
 }
 
 void Endpoint::stash_some()
@@ -337,10 +342,7 @@ std::size_t Endpoint::poll_slow(std::span<Completion> out)
         out[n++] = deferred_.pop_front();
     if (n < out.size())
         n += drain(out.subspan(n));
-    for (std::size_t i = 0; i < n; ++i)
-        if (out[i].slot != Completion::no_slot)
-            lent_.push_back(out[i].slot);
-    return n;
+    return lend(out.first(n));
 }
 
 std::optional<Completion> Endpoint::poll_one()

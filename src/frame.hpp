@@ -45,6 +45,4 @@ inline void write_header(std::byte* h, std::uint8_t type, std::uint32_t value) n
         h[4 + i] = static_cast<std::byte>(value >> (8 * i));
 }
 
-using detail::op_from_flags;
-
 } // namespace weft::frame

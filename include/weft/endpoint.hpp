@@ -237,8 +237,24 @@ private:
     /// a system call where the clock source has no vDSO (the lab's TCG guest,
     /// ~25 us), and a fast poll takes ~0.1 us here, so ~0.1 ms between checks.
     static constexpr std::uint32_t clock_every = 1023;
+    /// The fast paths' precondition: open, nothing lent out, no credit flow
+    /// control (whose grants ride on every drain).
+    bool plain() const noexcept { return ep_ != nullptr && lent_.empty() && !credits_; }
+    bool holds(Op op) noexcept
+    {
+        for (std::size_t i = 0; i < deferred_.size(); ++i)
+            if (deferred_[i].op == op)
+                return true;
+        return false;
+    }
+    template <class Accept>
+    std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
     std::size_t drain(std::span<Completion> out);
-    std::size_t take(const fi_cq_data_entry* entries, std::size_t n, std::span<Completion> out);
+    std::size_t translate_all(const fi_cq_data_entry* entries, std::size_t n,
+                              std::span<Completion> out);
+    std::size_t lend(std::span<const Completion> taken);
+    std::size_t take_entries(const fi_cq_data_entry* entries, std::size_t n,
+                             std::span<Completion> out);
     std::size_t poll_slow(std::span<Completion> out);
     bool translate(const fi_cq_data_entry& e, Completion& c);
     template <class Pred>
@@ -250,7 +266,7 @@ private:
     }
     Completion wait_slow(void* context, Deadline deadline);
     Completion wait_for_slow(Op op, Deadline deadline);
-    void write_notify_framed(Local src, const RemoteRegion& dst, std::uint64_t offset,
+    void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);
     void expect_hello(Deadline deadline);
     void send_hello();
@@ -382,12 +398,11 @@ inline std::size_t Endpoint::poll(std::span<Completion> out)
 {
     // Nothing held back: read the queue straight; an empty queue (a spinning
     // poller's usual answer) costs one compare more than fi_cq_read.
-    if (deferred_.empty() && lent_.empty() && ep_ != nullptr && !credits_ && !out.empty())
-        [[likely]] {
+    if (deferred_.empty() && plain() && !out.empty()) [[likely]] {
         activity_.note();
         std::array<fi_cq_data_entry, poll_batch> entries;
         const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
-        return n == 0 ? 0 : take(entries.data(), n, out);
+        return n == 0 ? 0 : take_entries(entries.data(), n, out);
     }
     return poll_slow(out);
 }
@@ -395,13 +410,13 @@ inline std::size_t Endpoint::poll(std::span<Completion> out)
 inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
                                    std::uint32_t value, void* context, Peer peer)
 {
-    if (framed_) [[unlikely]] { // no CQ data: a write and a message
-        write_notify_framed(src, dst, offset, value, context, peer);
-        return;
-    }
     const std::uint64_t addr = dst.write_address(offset, src.len);
     if (src.len > max_transfer_) [[unlikely]]
         (void)odd_length("write_notify", Op::write, src.len, context);
+    if (framed_) [[unlikely]] { // no CQ data: a write and a message
+        write_notify_framed(src, addr, dst.key(), value, context, peer);
+        return;
+    }
     if (src.len <= inject_size_) {
         post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr,
                                   dst.key());
@@ -412,30 +427,41 @@ inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint
                        dst.key(), context);
 }
 
+/// The waits' fast path: spins on the queue one entry at a time. The first
+/// entry is returned as `accept` makes it, or kept for the slow path (which
+/// also owns the deadline: nothing comes back once it passed).
+template <class Accept>
+[[gnu::always_inline]] inline std::optional<Completion> Endpoint::spin_one(Accept&& accept,
+                                                                          Deadline deadline)
+{
+    for (std::uint32_t spins = 1;; ++spins) {
+        activity_.note();
+        fi_cq_data_entry e;
+        if (cq_->read(&e, 1) == 1) {
+            if (std::optional<Completion> c = accept(e)) [[likely]]
+                return c;
+            Completion c;
+            if (translate(e, c))
+                deferred_.push_back(c); // the slow path finds it there
+            return std::nullopt;
+        }
+        if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
+            return std::nullopt;
+    }
+}
+
 inline Completion Endpoint::wait_for(Op op, Deadline deadline)
 {
-    // A notification, nothing lent, none held back: spin on the queue for the
-    // next entry, which is usually it (a write_notify ping-pong). Anything
-    // else, and the deadline, are handled by wait_for_slow.
-    if (op == Op::notify && lent_.empty() && ep_ != nullptr && !credits_) [[likely]] {
-        bool held = false;
-        for (std::size_t i = 0; i < deferred_.size() && !held; ++i)
-            held = deferred_[i].op == Op::notify;
-        for (std::uint32_t spins = 1; !held; ++spins) {
-            activity_.note();
-            fi_cq_data_entry e;
-            if (cq_->read(&e, 1) == 1) {
-                if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr) [[likely]]
-                    return Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data),
-                                      {}};
-                Completion c;
-                if (translate(e, c))
-                    deferred_.push_back(c); // wait_for_slow finds it there
-                break;
-            }
-            if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
-                break;
-        }
+    // A notification and none held back: the next entry is usually it (a
+    // write_notify ping-pong).
+    if (op == Op::notify && plain() && !holds(Op::notify)) [[likely]] {
+        const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
+                return Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data), {}};
+            return std::nullopt;
+        };
+        if (auto c = spin_one(notify, deadline))
+            return *c;
     }
     return wait_for_slow(op, deadline);
 }
@@ -446,25 +472,16 @@ inline Completion Endpoint::wait(void* context, Deadline deadline)
     if (!deferred_.empty() && lent_.empty() && ep_ != nullptr && deferred_[0].context == context &&
         deferred_[0].op != Op::recv && deferred_[0].op != Op::notify)
         return deferred_.pop_front();
-    // One operation in flight, the common case: nothing held back; spin on the
-    // queue, one entry at a time, until this one completes. Anything else, and
-    // the deadline, are handled by wait_slow.
-    if (deferred_.empty() && lent_.empty() && ep_ != nullptr && !credits_) [[likely]] {
-        for (std::uint32_t spins = 1;; ++spins) {
-            activity_.note();
-            fi_cq_data_entry e;
-            if (cq_->read(&e, 1) == 1) {
-                if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV)))
-                    [[likely]]
-                    return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
-                Completion c;
-                if (translate(e, c))
-                    deferred_.push_back(c); // wait_slow finds it there
-                break;
-            }
-            if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
-                break;
-        }
+    // One operation in flight, the common case: nothing held back, and the
+    // next entry is this one.
+    if (deferred_.empty() && plain()) [[likely]] {
+        const auto mine = [context](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV)))
+                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            return std::nullopt;
+        };
+        if (auto c = spin_one(mine, deadline))
+            return *c;
     }
     return wait_slow(context, deadline);
 }
