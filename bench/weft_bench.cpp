@@ -2,8 +2,6 @@
 // The benchmark patterns over weft's API.
 #include "weft_bench.hpp"
 
-#include <poll.h>
-
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -125,9 +123,8 @@ public:
             while (!side().readable())
                 drain();
         } else {
-            pollfd p{side().fd(), POLLIN, 0};
-            while (!side().readable())
-                (void)::poll(&p, 1, 100);
+            while (!side().readable(std::chrono::milliseconds(100))) {
+            }
         }
         c_.barrier(Deadline::after(cfg_.timeout));
     }

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "weft/bootstrap.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,102 +19,26 @@
 
 #include <fmt/format.h>
 
+#include "socket.hpp"
 #include "weft/error.hpp"
 #include "weft/version.hpp"
 
 namespace weft {
 namespace {
 
+using detail::address_text;
+using detail::port_of;
+using detail::resolve;
+using detail::set_nodelay;
+using detail::set_nonblocking;
+using detail::side_fail;
+using detail::side_fail_errno;
+using detail::wait_fd;
+
 constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
 constexpr std::size_t header_size = 12;
 constexpr std::uint32_t max_payload = 1u << 20;
 constexpr std::uint32_t hello_requires_secret = 1u << 0;
-[[noreturn]] void fail(int code, const std::string& message)
-{
-    if (code == -FI_ETIMEDOUT)
-        throw TimeoutError("bootstrap", code, "", message);
-    throw Error("bootstrap", code, "", message);
-}
-
-[[noreturn]] void fail_errno(std::string_view call, const std::string& context)
-{
-    const int e = errno;
-    fail(-e, fmt::format("{}: {} ({})", call, std::strerror(e), context));
-}
-
-std::string address_text(const sockaddr* sa)
-{
-    std::array<char, INET6_ADDRSTRLEN> host{};
-    if (sa->sa_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-        inet_ntop(AF_INET, &in->sin_addr, host.data(), host.size());
-        return host.data();
-    }
-    if (sa->sa_family == AF_INET6) {
-        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-        inet_ntop(AF_INET6, &in6->sin6_addr, host.data(), host.size());
-        return host.data();
-    }
-    return "?";
-}
-
-std::uint16_t port_of(const sockaddr* sa)
-{
-    if (sa->sa_family == AF_INET)
-        return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
-    if (sa->sa_family == AF_INET6)
-        return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
-    return 0;
-}
-
-void set_nonblocking(int fd)
-{
-    const int flags = fcntl(fd, F_GETFL, 0);
-    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
-void set_nodelay(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-/// Waits for `events` on fd; false on timeout.
-bool wait_fd(int fd, short events, Deadline deadline)
-{
-    for (;;) {
-        pollfd p{fd, events, 0};
-        const int r = ::poll(&p, 1, deadline.remaining_ms());
-        if (r > 0)
-            return true;
-        if (r == 0)
-            return false;
-        if (errno != EINTR)
-            fail_errno("poll", "side channel");
-    }
-}
-
-struct AddrInfoDeleter {
-    void operator()(addrinfo* a) const noexcept { freeaddrinfo(a); }
-};
-
-std::unique_ptr<addrinfo, AddrInfoDeleter> resolve(std::string_view host, std::uint16_t port,
-                                                   bool passive)
-{
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    const std::string h(host);
-    const std::string service = std::to_string(port);
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(h.empty() ? nullptr : h.c_str(), service.c_str(), &hints, &res);
-    if (rc != 0)
-        fail(-FI_EADDRNOTAVAIL,
-             fmt::format("cannot resolve side-channel host '{}': {}", host, gai_strerror(rc)));
-    return std::unique_ptr<addrinfo, AddrInfoDeleter>(res);
-}
-
 } // namespace
 
 std::string_view to_string(Frame f) noexcept
@@ -245,14 +166,14 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
         const auto spent =
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         if (retry.attempts > 0 && attempt >= retry.attempts)
-            fail(-FI_ECONNREFUSED,
+            side_fail(-FI_ECONNREFUSED,
                  fmt::format("the weft server at {} could not be reached in {} attempt{} over {} "
                              "ms (RetryPolicy: attempts {}, backoff {}..{} ms; last error: {}): "
                              "is the server running there, and is the port open?",
                              peer, attempt, attempt == 1 ? "" : "s", spent, retry.attempts,
                              retry.initial.count(), retry.max.count(), last_error));
         if (deadline.remaining() <= backoff)
-            fail(-FI_ETIMEDOUT,
+            side_fail(-FI_ETIMEDOUT,
                  fmt::format("could not reach the weft server at {} before the deadline ({} "
                              "attempts over {} ms; last error: {}): is `weft pingpong --server` "
                              "(or your server) running there, and is the port open?",
@@ -274,12 +195,12 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std
         }
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (!wait_fd(fd_, POLLOUT, deadline))
-                fail(-FI_ETIMEDOUT, fmt::format("sending {} to {} timed out: the peer stopped "
+                side_fail(-FI_ETIMEDOUT, fmt::format("sending {} to {} timed out: the peer stopped "
                                                 "reading",
                                                 what, peer_));
             continue;
         }
-        fail(-FI_ECONNRESET, fmt::format("the peer {} closed the side channel while weft sent "
+        side_fail(-FI_ECONNRESET, fmt::format("the peer {} closed the side channel while weft sent "
                                          "{} ({}): it exited or failed (its own output says why)",
                                          peer_, what, std::strerror(errno)));
     }
@@ -296,18 +217,18 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
             continue;
         }
         if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
-            fail(-FI_ECONNRESET,
+            side_fail(-FI_ECONNRESET,
                  fmt::format("the peer {} closed the side channel while weft waited for {}: it "
                              "exited or failed (its own output says why)",
                              peer_, what));
         if (errno == EAGAIN || errno == EINTR) {
             if (!wait_fd(fd_, POLLIN, deadline))
-                fail(-FI_ETIMEDOUT, fmt::format("{} did not come from {} before the deadline: the peer is "
+                side_fail(-FI_ETIMEDOUT, fmt::format("{} did not come from {} before the deadline: the peer is "
                                                 "alive but silent (stuck, or not a weft peer?)",
                                                 what, peer_));
             continue;
         }
-        fail(-FI_ECONNRESET, fmt::format("the side channel to {} broke while waiting for {} ({})",
+        side_fail(-FI_ECONNRESET, fmt::format("the side channel to {} broke while waiting for {} ({})",
                                          peer_, what, std::strerror(errno)));
     }
 }
@@ -340,7 +261,7 @@ std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
             printable += (h[static_cast<std::size_t>(i)] >= 32 && h[static_cast<std::size_t>(i)] < 127)
                              ? static_cast<char>(h[static_cast<std::size_t>(i)])
                              : '.';
-        fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
+        side_fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
                                      "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
                                      peer_, h[0], h[1], h[2], h[3], printable));
     }
@@ -348,22 +269,22 @@ std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
     const unsigned type = h[6] | (h[7] << 8);
     const std::uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (std::uint32_t(h[11]) << 24);
     if (peer_version != bootstrap_version)
-        fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
+        side_fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
                                      "program speaks v{}: run the same weft version on both sides",
                                      peer_, peer_version, bootstrap_version));
     if (len > max_payload)
-        fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
+        side_fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
                                      "channel",
                                      peer_, len, max_payload));
     std::vector<std::byte> payload(len);
     if (len)
         read_all(payload.data(), len, deadline, what);
     if (type == static_cast<unsigned>(Frame::error))
-        fail(-FI_ECONNABORTED,
+        side_fail(-FI_ECONNABORTED,
              fmt::format("the peer {} failed: {}", peer_,
                          std::string(reinterpret_cast<const char*>(payload.data()), len)));
     if (type != static_cast<unsigned>(expected))
-        fail(-EPROTO, fmt::format("protocol error: expected {} from {}, got frame type {} ({})",
+        side_fail(-EPROTO, fmt::format("protocol error: expected {} from {}, got frame type {} ({})",
                                      what, peer_, type, to_string(static_cast<Frame>(type))));
     return payload;
 }
@@ -401,7 +322,7 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
     if (!early)
         theirs = receive(Frame::hello, deadline);
     if (theirs.size() < 4)
-        fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
+        side_fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
                                   "side channel",
                                   peer_, theirs.size()));
     std::uint32_t peer_flags = 0;
@@ -409,11 +330,11 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
         peer_flags |= std::to_integer<std::uint32_t>(theirs[i]) << (8 * i);
     const bool peer_requires = (peer_flags & hello_requires_secret) != 0;
     if (peer_requires && secret.empty())
-        fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
+        side_fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
                                      "Options::secret (or WEFT_SECRET) to the peer's secret",
                                      peer_));
     if (!peer_requires && !secret.empty())
-        fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
+        side_fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
                                      "one: nothing was sent to it. Give the peer the same "
                                      "secret (Options::secret or WEFT_SECRET)",
                                      peer_));
@@ -421,10 +342,10 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
         authenticate(deadline, role, secret);
 }
 
-bool SideChannel::readable() const
+bool SideChannel::readable(std::chrono::milliseconds wait) const
 {
     pollfd p{fd_, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
+    return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
 }
 
 std::string SideChannel::local_address() const
@@ -470,7 +391,7 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
         last = std::strerror(errno);
         ::close(fd);
     }
-    fail(-FI_EADDRINUSE, fmt::format("cannot listen on {}:{} for the side channel: {} (is another "
+    side_fail(-FI_EADDRINUSE, fmt::format("cannot listen on {}:{} for the side channel: {} (is another "
                                      "server using the port? pick another with host:port)",
                                      host_, port, last));
 }
@@ -504,7 +425,7 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
         check_secret(secret);
     for (;;) {
         if (!wait_fd(fd_, POLLIN, deadline))
-            fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
+            side_fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
                                             host_, port_));
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
@@ -512,7 +433,7 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
         if (fd < 0) {
             if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                 continue;
-            fail_errno("accept", "side channel");
+            side_fail_errno("accept", "side channel");
         }
         const auto* sa = reinterpret_cast<sockaddr*>(&ss);
         return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline,

@@ -82,8 +82,9 @@ public:
     /// the peer is raised as weft::Error with its text).
     std::vector<std::byte> receive(Frame expected, Deadline deadline);
 
-    /// True when the peer has sent something (or closed): a receive will not block.
-    bool readable() const;
+    /// True when the peer has sent something (or closed): a receive will not
+    /// block. Waits up to `wait` for it.
+    bool readable(std::chrono::milliseconds wait = {}) const;
 
     /// Tells the peer why this side failed (best effort, never throws).
     void send_error(std::string_view what) noexcept;

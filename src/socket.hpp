@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// POSIX socket helpers of the side channel (bootstrap.cpp): addresses, socket
+// options, waiting with a deadline, name resolution, and its errors.
+#pragma once
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "weft/deadline.hpp"
+
+namespace weft::detail {
+
+/// Throws the side channel's error (TimeoutError for -FI_ETIMEDOUT).
+[[noreturn]] void side_fail(int code, const std::string& message);
+/// The same for a failed system call, from errno.
+[[noreturn]] void side_fail_errno(std::string_view call, const std::string& context);
+
+std::string address_text(const sockaddr* sa);
+std::uint16_t port_of(const sockaddr* sa);
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+/// Waits for `events` on fd; false on timeout.
+bool wait_fd(int fd, short events, Deadline deadline);
+
+struct AddrInfoDeleter {
+    void operator()(addrinfo* a) const noexcept { freeaddrinfo(a); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+AddrInfoPtr resolve(std::string_view host, std::uint16_t port, bool passive);
+
+} // namespace weft::detail
