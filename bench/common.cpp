@@ -11,8 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <functional>
 #include <cstdio>
+#include <functional>
+#include <initializer_list>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -71,6 +72,29 @@ std::uint64_t default_iterations(Pattern p)
     }
 }
 
+/// Ping-pong patterns count both directions.
+int transfers_per_iteration(Pattern p)
+{
+    return p == Pattern::lat_write || p == Pattern::lat_notify ? 2 : 1;
+}
+
+/// Warms each end up at `size`, then returns the iteration count of a timed
+/// round that fits the budget (the slowest end's pace decides).
+std::uint64_t fit_budget(const Config& cfg, std::size_t size, std::initializer_list<End*> ends)
+{
+    const std::uint64_t cap = cfg.iterations ? cfg.iterations : default_iterations(cfg.pattern);
+    const std::uint64_t warm =
+        std::min<std::uint64_t>(cap, is_latency(cfg.pattern) ? 50 : 2 * cfg.queue_depth);
+    double t = 0;
+    for (End* e : ends)
+        t = std::max(t, e->round({cfg.pattern, size, warm, cfg.queue_depth}));
+    const double per = t / static_cast<double>(warm);
+    const double budget = duration<double>(cfg.budget).count();
+    if (per > 0 && per * static_cast<double>(cap) > budget)
+        return std::max<std::uint64_t>(warm, static_cast<std::uint64_t>(budget / per));
+    return cap;
+}
+
 std::string size_str(double v)
 {
     if (v >= (1ull << 30))
@@ -125,8 +149,7 @@ int client(const Config& cfg, End& end, const std::string& label)
 {
     std::vector<Row> rows;
     const auto sizes = cfg.sizes.empty() ? default_sizes(cfg.pattern) : cfg.sizes;
-    const std::uint64_t cap = cfg.iterations ? cfg.iterations : default_iterations(cfg.pattern);
-    const int xfers = cfg.pattern == Pattern::lat_write || cfg.pattern == Pattern::lat_notify ? 2 : 1;
+    const int xfers = transfers_per_iteration(cfg.pattern);
     const auto title = fmt::format("{} {} ({})", label, to_string(cfg.pattern), end.describe());
     if (!cfg.quiet && !cfg.json) {
         std::printf("# %s, queue depth %zu\n", title.c_str(),
@@ -140,14 +163,7 @@ int client(const Config& cfg, End& end, const std::string& label)
         if (cfg.progress)
             std::fprintf(stderr, "bench: [%zu/%zu] %s %zu B\n", n, sizes.size(),
                          std::string(to_string(cfg.pattern)).c_str(), size);
-        // Warm up, then size the timed round to the budget.
-        const std::uint64_t warm = std::min<std::uint64_t>(cap, is_latency(cfg.pattern) ? 50 : 2 * cfg.queue_depth);
-        const double t = end.round({cfg.pattern, size, warm, cfg.queue_depth});
-        const double per = t / static_cast<double>(warm);
-        std::uint64_t iters = cap;
-        const double budget = duration<double>(cfg.budget).count();
-        if (per > 0 && per * static_cast<double>(iters) > budget)
-            iters = std::max<std::uint64_t>(warm, static_cast<std::uint64_t>(budget / per));
+        const std::uint64_t iters = fit_budget(cfg, size, {&end});
         instrumentation_start();
         Row row{size, iters, end.round({cfg.pattern, size, iters, cfg.queue_depth}), xfers};
         instrumentation_stop();
@@ -353,8 +369,7 @@ int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
                const std::string& label_b)
 {
     const auto sizes = cfg.sizes.empty() ? default_sizes(cfg.pattern) : cfg.sizes;
-    const std::uint64_t cap = cfg.iterations ? cfg.iterations : default_iterations(cfg.pattern);
-    const int xfers = cfg.pattern == Pattern::lat_write || cfg.pattern == Pattern::lat_notify ? 2 : 1;
+    const int xfers = transfers_per_iteration(cfg.pattern);
     const bool latency = is_latency(cfg.pattern);
     const int blocks = std::max(1, cfg.pair_blocks);
     nlohmann::json j;
@@ -374,14 +389,7 @@ int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
     for (const std::size_t size : sizes) {
         if (cfg.progress)
             std::fprintf(stderr, "bench: pair %s %zu B\n", std::string(to_string(cfg.pattern)).c_str(), size);
-        const std::uint64_t warm = std::min<std::uint64_t>(cap, latency ? 50 : 2 * cfg.queue_depth);
-        const double per = std::max(a.round({cfg.pattern, size, warm, cfg.queue_depth}),
-                                    b.round({cfg.pattern, size, warm, cfg.queue_depth})) /
-                           static_cast<double>(warm);
-        std::uint64_t iters = cap;
-        const double budget = duration<double>(cfg.budget).count();
-        if (per > 0 && per * static_cast<double>(iters) > budget)
-            iters = std::max<std::uint64_t>(warm, static_cast<std::uint64_t>(budget / per));
+        const std::uint64_t iters = fit_budget(cfg, size, {&a, &b});
         const Plan plan{cfg.pattern, size, iters, cfg.queue_depth};
         std::vector<double> va, vb, ratio;
         for (int k = 0; k < blocks; ++k) {

@@ -234,10 +234,10 @@ def main():
     # interleaved, one ratio per adjacent pair: the targets' ratios come from
     # here (separate runs drift apart by more than the 2 % being judged).
     pairs = {}
+    pin = " --pin" if args.pin else ""
     if "pair" in only:
         # Many short blocks: adjacent blocks see the same machine, and the
         # median of ~200 ratios has a standard error of ~0.4 % here.
-        pin = " --pin" if args.pin else ""
         for prov, extra in (("tcp", ""), ("shm", " --shm")):
             for pat, sizes, blocks, block in (
                     ("lat-write", [8, 4096], args.blocks or 201, " -n 1000 --budget-ms 100"),
@@ -253,7 +253,6 @@ def main():
     # ofi_rxm (what weft picks for RDM), and net's native RDM.
     path_pairs = {}
     if "path" in only:
-        pin = " --pin" if args.pin else ""
         for first, flags, other in (("tcp", "--msg", "tcp;ofi_rxm"), ("tcp", "--msg", "net"),
                                     ("tcp;ofi_rxm", "--rdm", "net")):
             for pat, block in (("bw-write", " --budget-ms 60"), ("lat-write", " -n 500 --budget-ms 100")):
