@@ -47,19 +47,19 @@ ProgressThread::ProgressThread(std::shared_ptr<CompletionQueue> cq, const Activi
 
 bool ProgressThread::stop(std::chrono::milliseconds grace_period)
 {
-    if (stopped_)
-        return *stopped_;
-    thread_.request_stop();
-    const auto until = std::chrono::steady_clock::now() + grace_period;
-    while (!state_->done.load(std::memory_order_acquire)) {
-        if (std::chrono::steady_clock::now() >= until) {
+    if (!stopped_) {
+        thread_.request_stop();
+        const auto until = std::chrono::steady_clock::now() + grace_period;
+        while (!state_->done.load(std::memory_order_acquire) &&
+               std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        stopped_ = state_->done.load(std::memory_order_acquire);
+        if (*stopped_)
+            thread_.join();
+        else
             thread_.detach();
-            return *(stopped_ = false);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    thread_.join();
-    return *(stopped_ = true);
+    return *stopped_;
 }
 
 ProgressThread::~ProgressThread()
