@@ -91,6 +91,14 @@ std::string error_hint(std::string_view fi_prov_name, int code)
     return t.error_hint ? t.error_hint(code) : std::string{};
 }
 
+int before_enable(std::string_view fi_prov_name, fid_ep* ep)
+{
+    if (is_layered(fi_prov_name))
+        return 0;
+    const Traits& t = traits_for(fi_prov_name);
+    return t.before_enable ? t.before_enable(ep) : 0;
+}
+
 int numa_node(const fi_info* info)
 {
     const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");

@@ -2,13 +2,21 @@
 // shm: shared memory between processes of one host. RDM only; requires
 // FI_MR_VIRT_ADDR; moves large data with cross-memory attach (process_vm_readv
 // and process_vm_writev), which needs ptrace permission over the peer.
+#include <atomic>
 #include <cstdio>
+#include <cstdint>
+#include <string>
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
 #include "traits.hpp"
+#include "weft/error.hpp"
 
 namespace weft::providers {
 namespace {
@@ -32,6 +40,78 @@ std::string shm_hint(int code)
         scope);
 }
 
+// libfabric 1.17 names an shm endpoint's region /dev/shm/PID:DOMAIN:EP and
+// leaves it there when the process is killed (16 MiB each); a later process
+// that is given the same PID then fails fi_enable with -FI_EBUSY (measured:
+// PIDs wrap at 32768 here). weft names its regions
+// weft.NS.PID.START.N instead (NS: the PID namespace, START: the process's
+// start time in clock ticks since boot), a name no other process can have
+// had, and removes the regions of weft processes that are gone.
+
+std::string self_namespace()
+{
+    std::string link(64, '\0');
+    const ssize_t n = ::readlink("/proc/self/ns/pid", link.data(), link.size());
+    if (n <= 0)
+        return "0";
+    link.resize(static_cast<std::size_t>(n)); // "pid:[4026531836]"
+    const auto open = link.find('['), close = link.find(']');
+    return open != std::string::npos && close > open ? link.substr(open + 1, close - open - 1) : "0";
+}
+
+/// Field 22 of /proc/PID/stat (start time since boot, in clock ticks); 0 when
+/// there is no such process.
+std::uint64_t start_time(long pid)
+{
+    std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+    if (!f)
+        return 0;
+    std::string stat(1024, '\0');
+    stat.resize(std::fread(stat.data(), 1, stat.size(), f));
+    std::fclose(f);
+    // The command name (field 2) may hold spaces: count fields after its ')'.
+    std::size_t at = stat.rfind(')');
+    for (int field = 2; at != std::string::npos && field < 22; ++field)
+        at = stat.find(' ', at + 1);
+    return at == std::string::npos ? 0 : std::strtoull(stat.c_str() + at + 1, nullptr, 10);
+}
+
+/// Removes /dev/shm/weft.NS.PID.START.* of this namespace whose process is gone.
+void sweep(const std::string& ns)
+{
+    DIR* dir = ::opendir("/dev/shm");
+    if (!dir)
+        return;
+    const std::string prefix = "weft." + ns + ".";
+    int removed = 0;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string name = e->d_name;
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        long pid = 0;
+        unsigned long long start = 0;
+        if (std::sscanf(name.c_str() + prefix.size(), "%ld.%llu.", &pid, &start) != 2)
+            continue;
+        if (start_time(pid) != start && ::unlink(("/dev/shm/" + name).c_str()) == 0)
+            ++removed;
+    }
+    ::closedir(dir);
+    if (removed)
+        weft::detail::log_warning(fmt::format(
+            "removed {} shm region(s) that killed weft processes left in /dev/shm", removed));
+}
+
+int name_region(fid_ep* ep)
+{
+    static const std::string ns = self_namespace();
+    static std::atomic<std::uint64_t> next{0};
+    sweep(ns); // a region costs 16 MiB: long-lived servers outlive their clients
+    const long pid = ::getpid(); // per call: a forked child names its own
+    const std::string name =
+        fmt::format("weft.{}.{}.{}.{}", ns, pid, start_time(pid), next.fetch_add(1));
+    return fi_setname(&ep->fid, const_cast<char*>(name.c_str()), name.size() + 1);
+}
+
 } // namespace
 
 const Traits shm = {
@@ -48,6 +128,7 @@ const Traits shm = {
     .keys_unchecked = true,
     .dead_peer_blocks_endpoint = true,
     .error_hint = shm_hint,
+    .before_enable = name_region,
 };
 
 } // namespace weft::providers

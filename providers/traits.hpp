@@ -59,6 +59,10 @@ struct Traits {
     int (*numa_node)(const fi_info* info) = nullptr;
     /// Extra fix text for an error code seen on this provider ("" when none).
     std::string (*error_hint)(int code) = nullptr;
+    /// Optional step between fi_endpoint and fi_enable (shm: name the
+    /// endpoint's region so that no dead process can have left it behind);
+    /// returns 0 or a negative libfabric error code.
+    int (*before_enable)(fid_ep* ep) = nullptr;
 };
 
 
@@ -94,6 +98,10 @@ weft::Quirks quirks_for(const fi_info* info);
 
 /// Extra fix text for an error on this provider, or "".
 std::string error_hint(std::string_view fi_prov_name, int code);
+
+/// The provider's step between fi_endpoint and fi_enable, if it has one
+/// (core providers only); 0 or a negative libfabric error code.
+int before_enable(std::string_view fi_prov_name, fid_ep* ep);
 
 /// NUMA node of the device behind `info`'s domain, or -1 when unknown.
 int numa_node(const fi_info* info);

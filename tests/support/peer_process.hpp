@@ -92,17 +92,12 @@ public:
         ::kill(pid_, SIGKILL);
         int st = 0;
         waitpid(pid_, &st, 0);
-        // shm names its regions "<pid>:<n>:<n>" in /dev/shm and a killed
-        // process leaves them behind: a later process that gets the same pid
-        // then fails fi_enable with -EBUSY (measured). Clean up for the dead.
-        const std::string prefix = std::to_string(pid_) + ":";
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
-            if (e.path().filename().string().rfind(prefix, 0) == 0)
-                std::filesystem::remove(e.path(), ec);
+        // Its shm regions stay in /dev/shm: weft sweeps them when it next
+        // opens an shm endpoint (providers/shm.cpp).
         pid_ = -1;
     }
     std::uint16_t port() const { return port_; }
+    pid_t pid() const { return pid_; }
     const std::string& first_line() const { return first_line_; }
 
 private:
