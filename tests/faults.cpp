@@ -5,9 +5,15 @@
 // carries on with a new peer.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
@@ -47,9 +53,11 @@ Options peer_options()
     return o;
 }
 
-/// Writes 64 KiB and reads it back, verified; throws weft::Error on a fault.
-void verified_round(Connection& c, MemoryRegion& src, MemoryRegion& sink, const RemoteRegion& dst,
-                    std::uint64_t seed, std::chrono::seconds wait = 20s)
+/// Writes 64 KiB and reads it back; true when the bytes came back intact.
+/// Throws weft::Error on a fault.
+[[nodiscard]] bool verified_round(Connection& c, MemoryRegion& src, MemoryRegion& sink,
+                                  const RemoteRegion& dst, std::uint64_t seed,
+                                  std::chrono::seconds wait = 20s)
 {
     constexpr std::size_t n = 65536;
     const std::uint64_t off = (seed * n) % (dst.length() - n);
@@ -59,7 +67,7 @@ void verified_round(Connection& c, MemoryRegion& src, MemoryRegion& sink, const 
     (void)c.endpoint().wait(&ctx, Deadline::after(wait));
     c.read(sink.slice(0, n), dst, off, &ctx);
     (void)c.endpoint().wait(&ctx, Deadline::after(wait));
-    REQUIRE(std::memcmp(sink.data(), src.data(), n) == 0);
+    return std::memcmp(sink.data(), src.data(), n) == 0;
 }
 
 std::uint16_t free_port()
@@ -80,39 +88,82 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
     const auto address = [&](std::uint16_t port) { return fmt::format("{}:{}", test::test_address(), port); };
     {
         auto peer = server_peer(c);
-        std::vector<std::shared_ptr<MemoryRegion>> held; // regions outlive the connection
-        Connection conn = Connection::connect(address(peer.port()), peer_options(), soon());
-        auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
-        auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
-        const RemoteRegion remote = conn.exchange(sink->remote(), soon());
+        // The stream runs on its own thread, which owns what it touches: on
+        // shm, a peer killed while it held the lock of its shared queue leaves
+        // libfabric 1.17 spinning forever in the initiator's next call
+        // (measured; README's quirks table). No deadline can reach a thread
+        // inside the provider, so the test tells that case from a hang of
+        // weft's own and keeps the stuck thread's objects alive for good.
+        struct Stream {
+            std::vector<std::shared_ptr<MemoryRegion>> held; // regions outlive the connection
+            std::optional<Connection> conn;
+            RemoteRegion remote;
+            Clock::time_point started, failed_at;
+            std::string error;
+            std::exception_ptr other;
+            bool intact = true;
+            std::atomic<std::uint64_t> rounds{0};
+            std::atomic<bool> done{false};
+        };
+        auto s = std::make_shared<Stream>();
+        s->conn.emplace(Connection::connect(address(peer.port()), peer_options(), soon()));
+        auto src = s->held.emplace_back(s->conn->allocate(1u << 20, Access::remote_write));
+        auto sink = s->held.emplace_back(s->conn->allocate(1u << 20, Access::remote_write));
+        s->remote = s->conn->exchange(sink->remote(), soon());
         for (std::uint64_t i = 0; i < 8; ++i)
-            verified_round(conn, *src, *sink, remote, i);
+            REQUIRE(verified_round(*s->conn, *src, *sink, s->remote, i));
 
         // Keep streaming while the peer dies; every wait has a 5 s deadline.
-        std::thread killer([&] {
-            std::this_thread::sleep_for(200ms);
-            peer.kill_now();
+        s->started = Clock::now();
+        std::thread streamer([s] {
+            try {
+                for (std::uint64_t i = 8; Clock::now() - s->started < 60s && s->intact; ++i) {
+                    s->intact = verified_round(*s->conn, *s->held[0], *s->held[1], s->remote, i, 5s);
+                    s->rounds.fetch_add(1, std::memory_order_relaxed);
+                }
+            } catch (const Error& e) {
+                s->error = e.what();
+                s->failed_at = Clock::now();
+            } catch (...) {
+                s->other = std::current_exception();
+            }
+            s->done.store(true, std::memory_order_release);
         });
-        const auto started = Clock::now();
-        std::string error;
-        Clock::time_point failed_at{};
-        try {
-            for (std::uint64_t i = 8; Clock::now() - started < 60s; ++i)
-                verified_round(conn, *src, *sink, remote, i, 5s);
-        } catch (const Error& e) {
-            error = e.what();
-            failed_at = Clock::now();
+        std::this_thread::sleep_for(200ms);
+        peer.kill_now();
+        // A weft wait ends within 5 s, a post's retries within 10 s: a stream
+        // that made no round for 25 s is inside the provider for good.
+        std::uint64_t seen = s->rounds.load();
+        auto last_round = Clock::now();
+        while (!s->done.load(std::memory_order_acquire) && Clock::now() - last_round < 25s) {
+            std::this_thread::sleep_for(10ms);
+            if (const auto r = s->rounds.load(); r != seen) {
+                seen = r;
+                last_round = Clock::now();
+            }
         }
-        killer.join();
-        INFO("error: " << error);
-        REQUIRE_FALSE(error.empty());
-        const auto after_kill = failed_at - (started + 200ms);
-        // "Within seconds": a wait's 5 s, or the 10 s a post may retry a full
-        // queue (ofi_rxm keeps reconnecting to the dead peer), whichever ends it.
-        CHECK(after_kill < 20s);
-        WARN(c.label() << ": killed peer reported "
-                       << std::chrono::duration_cast<std::chrono::milliseconds>(after_kill).count()
-                       << " ms after SIGKILL: " << error);
+        if (!s->done.load(std::memory_order_acquire)) {
+            streamer.detach();
+            test::bury(s);
+            INFO(c.label() << ": the stream made no round for 25 s after the peer was killed");
+            REQUIRE(c.provider == "shm"); // the one provider known to spin on a dead peer's lock
+            WARN(c.label() << ": libfabric's shm spins on the lock the killed peer held "
+                              "(documented defect); the stuck connection is left open");
+        } else {
+            streamer.join();
+            if (s->other)
+                std::rethrow_exception(s->other);
+            INFO("error: " << s->error);
+            REQUIRE(s->intact);
+            REQUIRE_FALSE(s->error.empty());
+            const auto after_kill = s->failed_at - (s->started + 200ms);
+            // "Within seconds": a wait's 5 s, or the 10 s a post may retry a full
+            // queue (ofi_rxm keeps reconnecting to the dead peer), whichever ends it.
+            CHECK(after_kill < 20s);
+            WARN(c.label() << ": killed peer reported "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(after_kill).count()
+                           << " ms after SIGKILL: " << s->error);
+        }
     } // everything released here: the listener checks no fid is left open
 
     // The survivor is not poisoned: a new peer, a new connection, verified data.
@@ -123,7 +174,63 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
     auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     const RemoteRegion remote = conn.exchange(sink->remote(), soon());
     for (std::uint64_t i = 0; i < 4; ++i)
-        verified_round(conn, *src, *sink, remote, 100 + i);
+        REQUIRE(verified_round(conn, *src, *sink, remote, 100 + i));
+    again.kill_now(); // it would wait for commands
+}
+
+TEST_CASE("faults: shm regions of killed processes are swept, and a reused PID cannot block a new "
+          "endpoint",
+          "[faults][process][shm]")
+{
+    const test::Case c{"shm", EndpointKind::rdm};
+    WEFT_REQUIRE_CELL(c);
+    // weft's regions are /dev/shm/weft.NS.PID.START.N.
+    const auto regions_of = [](long pid) {
+        std::size_t n = 0;
+        std::error_code ec;
+        const auto tag = fmt::format(".{}.", pid);
+        for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+            const auto name = e.path().filename().string();
+            n += name.rfind("weft.", 0) == 0 && name.find(tag) != std::string::npos;
+        }
+        return n;
+    };
+    auto peer = server_peer(c);
+    const long dead = peer.pid();
+    REQUIRE(regions_of(dead) >= 1);
+    peer.kill_now();
+    REQUIRE(regions_of(dead) >= 1); // SIGKILL leaves a process's regions behind
+
+    // A dead process that had this process's PID left libfabric's default
+    // names behind ("PID:DOMAIN:EP", 16 MiB each): they made fi_enable fail
+    // with -FI_EBUSY before weft named its regions itself.
+    std::vector<std::string> stale;
+    for (int d = 0; d < 16; ++d)
+        for (int e = 0; e < 16; ++e) {
+            auto path = fmt::format("/dev/shm/{}:{}:{}", ::getpid(), d, e);
+            if (std::FILE* f = std::fopen(path.c_str(), "wx")) {
+                std::fclose(f);
+                stale.push_back(std::move(path));
+            }
+        }
+    struct Remove {
+        std::vector<std::string>& paths;
+        ~Remove()
+        {
+            for (const auto& p : paths)
+                std::remove(p.c_str());
+        }
+    } remove_stale{stale};
+
+    auto again = server_peer(c);
+    std::vector<std::shared_ptr<MemoryRegion>> held;
+    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), again.port()),
+                                          peer_options(), soon());
+    CHECK(regions_of(dead) == 0); // opening an shm endpoint swept the dead peer's
+    auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+    auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+    const RemoteRegion remote = conn.exchange(sink->remote(), soon());
+    REQUIRE(verified_round(conn, *src, *sink, remote, 7));
     again.kill_now(); // it would wait for commands
 }
 
@@ -202,7 +309,7 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
     auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     RemoteRegion remote = conn.exchange(sink->remote(), soon());
-    verified_round(conn, *src, *sink, remote, 1);
+    REQUIRE(verified_round(conn, *src, *sink, remote, 1));
 
     server->kill_now();
     server.reset();
@@ -219,7 +326,7 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
     sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     remote = conn.exchange(sink->remote(), soon());
     for (std::uint64_t i = 0; i < 4; ++i)
-        verified_round(conn, *src, *sink, remote, 10 + i);
+        REQUIRE(verified_round(conn, *src, *sink, remote, 10 + i));
 
     // A client that did not opt in is told so, with the fix.
     server->kill_now();

@@ -102,4 +102,21 @@ void fill_pattern(std::span<std::byte> out, std::uint64_t seed)
     }
 }
 
+namespace {
+std::mutex graveyard_lock;
+std::vector<std::shared_ptr<void>>* graveyard = new std::vector<std::shared_ptr<void>>;
+} // namespace
+
+void bury(std::shared_ptr<void> p)
+{
+    const std::lock_guard lock(graveyard_lock);
+    graveyard->push_back(std::move(p));
+}
+
+std::size_t buried() noexcept
+{
+    const std::lock_guard lock(graveyard_lock);
+    return graveyard->size();
+}
+
 } // namespace weft::test
