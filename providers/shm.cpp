@@ -3,6 +3,7 @@
 // FI_MR_VIRT_ADDR; moves large data with cross-memory attach (process_vm_readv
 // and process_vm_writev), which needs ptrace permission over the peer.
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdint>
 #include <string>
@@ -60,12 +61,12 @@ std::string self_namespace()
 }
 
 /// Field 22 of /proc/PID/stat (start time since boot, in clock ticks); 0 when
-/// there is no such process.
-std::uint64_t start_time(long pid)
+/// there is no such process, -1 when it cannot be told (no /proc, hidepid).
+std::int64_t start_time(long pid)
 {
     std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
     if (!f)
-        return 0;
+        return errno == ENOENT ? 0 : -1;
     std::string stat(1024, '\0');
     stat.resize(std::fread(stat.data(), 1, stat.size(), f));
     std::fclose(f);
@@ -73,7 +74,7 @@ std::uint64_t start_time(long pid)
     std::size_t at = stat.rfind(')');
     for (int field = 2; at != std::string::npos && field < 22; ++field)
         at = stat.find(' ', at + 1);
-    return at == std::string::npos ? 0 : std::strtoull(stat.c_str() + at + 1, nullptr, 10);
+    return at == std::string::npos ? -1 : std::strtoll(stat.c_str() + at + 1, nullptr, 10);
 }
 
 /// Removes /dev/shm/weft.NS.PID.START.* of this namespace whose process is gone.
@@ -89,10 +90,12 @@ void sweep(const std::string& ns)
         if (name.rfind(prefix, 0) != 0)
             continue;
         long pid = 0;
-        unsigned long long start = 0;
-        if (std::sscanf(name.c_str() + prefix.size(), "%ld.%llu.", &pid, &start) != 2)
+        long long start = 0;
+        if (std::sscanf(name.c_str() + prefix.size(), "%ld.%lld.", &pid, &start) != 2)
             continue;
-        if (start_time(pid) != start && ::unlink(("/dev/shm/" + name).c_str()) == 0)
+        // Gone: no such process, or another one that was given its PID.
+        const std::int64_t now = start_time(pid);
+        if (now >= 0 && now != start && ::unlink(("/dev/shm/" + name).c_str()) == 0)
             ++removed;
     }
     ::closedir(dir);
