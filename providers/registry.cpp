@@ -80,6 +80,7 @@ Quirks quirks_for(const fi_info* info)
     q.remote_errors_silent = t.remote_errors_silent;
     q.atomics_unreliable = t.atomics_unreliable;
     q.dead_peer_blocks_endpoint = t.dead_peer_blocks_endpoint;
+    q.dead_peer_can_hang_calls = t.dead_peer_can_hang_calls;
     if (&t == &verbs)
         apply_verbs_quirks(info, q);
     return q;

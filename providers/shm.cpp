@@ -130,6 +130,7 @@ const Traits shm = {
     // key is not checked.
     .keys_unchecked = true,
     .dead_peer_blocks_endpoint = true,
+    .dead_peer_can_hang_calls = true,
     .error_hint = shm_hint,
     .before_enable = name_region,
 };

@@ -41,11 +41,12 @@ struct Traits {
     /// data_progress says AUTO, but data moves only while someone reads the CQ
     /// (measured: tcp and net in libfabric 1.17 leave a passive target silent).
     bool auto_progress_needs_reads = false;
-    /// See weft::Quirks for these three (measured with libfabric 1.17).
+    /// See weft::Quirks for these (measured with libfabric 1.17).
     bool keys_unchecked = false;
     bool remote_errors_silent = false;
     bool atomics_unreliable = false;
     bool dead_peer_blocks_endpoint = false;
+    bool dead_peer_can_hang_calls = false;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
     /// Optional set-up before libfabric initialises its providers (the first

@@ -153,7 +153,8 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
         av_ = AddressVector::open(domain_);
         detail::check(fi_ep_bind(ep_, &av_->get()->fid, 0), "fi_ep_bind(av)", provider());
     }
-    detail::check(providers::before_enable(provider(), ep_), "fi_setname", provider());
+    detail::check(providers::before_enable(provider(), ep_), "set-up before fi_enable",
+                  provider());
     detail::check(fi_enable(ep_), "fi_enable", provider());
 
     if ((info->caps & FI_ATOMIC) && !quirks_.atomics_unreliable) {

@@ -64,6 +64,12 @@ struct Quirks {
     /// registers core memory with local read access, which iWARP turns into
     /// remote write (ofi_rxm over iWARP, measured).
     bool read_only_unenforced = false;
+    /// A peer killed while it held the lock of a shared-memory queue leaves it
+    /// held: any later call into the provider that takes it spins forever, and
+    /// no deadline reaches it (shm in libfabric 1.17, measured). weft's own
+    /// threads give up on such an endpoint (Endpoint::abandoned()); keep an
+    /// application thread that may be stuck, and what it touches, alive.
+    bool dead_peer_can_hang_calls = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).
