@@ -239,8 +239,8 @@ private:
         // completes (rate()'s unsignaled writes carry no context of ours).
         const auto tx_flags = info->tx_attr->op_flags;
         info->tx_attr->op_flags |= FI_COMPLETION;
-        selective_ = fi_endpoint(domain_, info, &ep_, nullptr) == 0;
-        if (!selective_) {
+        const bool selective = fi_endpoint(domain_, info, &ep_, nullptr) == 0;
+        if (!selective) {
             info->tx_attr->op_flags = tx_flags;
             ck(fi_endpoint(domain_, info, &ep_, nullptr), "fi_endpoint");
         }
@@ -249,7 +249,7 @@ private:
         cq_attr.wait_obj = FI_WAIT_NONE;
         cq_attr.size = info->tx_attr->size + info->rx_attr->size;
         ck(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
-        ck(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV | (selective_ ? FI_SELECTIVE_COMPLETION : 0)),
+        ck(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)),
            "fi_ep_bind(cq)");
         if (msg_) {
             ck(fi_ep_bind(ep_, &eq_->fid, 0), "fi_ep_bind(eq)");
@@ -534,7 +534,6 @@ private:
     std::vector<fid_mr*> mrs_;
     std::vector<void*> buffers_;
     unsigned mr_mode_ = 0;
-    bool selective_ = false;
     std::size_t inject_ = 0;
     std::uint64_t next_key_ = 0x5eed0000;
     std::byte* recv_buf_ = nullptr;

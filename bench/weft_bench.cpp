@@ -117,8 +117,7 @@ public:
         // Until the client says the round is over: drive progress where the
         // provider moves data only while the target reads its queue; else
         // sleep on the side channel, as perftest's passive side does, leaving
-        // the CPU to a software RDMA device's kernel work (rxe, siw). It did
-        // not move rxe's lat-read gap in the lab (1.29 -> 1.29 of ib_read_lat).
+        // the CPU to a software RDMA device's kernel work (rxe, siw).
         if (ep_.quirks().target_needs_progress) {
             while (!side().readable())
                 drain();

@@ -167,17 +167,17 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         if (retry.attempts > 0 && attempt >= retry.attempts)
             side_fail(-FI_ECONNREFUSED,
-                 fmt::format("the weft server at {} could not be reached in {} attempt{} over {} "
-                             "ms (RetryPolicy: attempts {}, backoff {}..{} ms; last error: {}): "
-                             "is the server running there, and is the port open?",
-                             peer, attempt, attempt == 1 ? "" : "s", spent, retry.attempts,
-                             retry.initial.count(), retry.max.count(), last_error));
+                      fmt::format("the weft server at {} could not be reached in {} attempt{} over {} "
+                                  "ms (RetryPolicy: attempts {}, backoff {}..{} ms; last error: {}): "
+                                  "is the server running there, and is the port open?",
+                                  peer, attempt, attempt == 1 ? "" : "s", spent, retry.attempts,
+                                  retry.initial.count(), retry.max.count(), last_error));
         if (deadline.remaining() <= backoff)
             side_fail(-FI_ETIMEDOUT,
-                 fmt::format("could not reach the weft server at {} before the deadline ({} "
-                             "attempts over {} ms; last error: {}): is `weft pingpong --server` "
-                             "(or your server) running there, and is the port open?",
-                             peer, attempt, spent, last_error));
+                      fmt::format("could not reach the weft server at {} before the deadline ({} "
+                                  "attempts over {} ms; last error: {}): is `weft pingpong --server` "
+                                  "(or your server) running there, and is the port open?",
+                                  peer, attempt, spent, last_error));
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::max(retry.max, retry.initial));
     }
@@ -196,13 +196,13 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (!wait_fd(fd_, POLLOUT, deadline))
                 side_fail(-FI_ETIMEDOUT, fmt::format("sending {} to {} timed out: the peer stopped "
-                                                "reading",
-                                                what, peer_));
+                                                     "reading",
+                                                     what, peer_));
             continue;
         }
         side_fail(-FI_ECONNRESET, fmt::format("the peer {} closed the side channel while weft sent "
-                                         "{} ({}): it exited or failed (its own output says why)",
-                                         peer_, what, std::strerror(errno)));
+                                              "{} ({}): it exited or failed (its own output says why)",
+                                              peer_, what, std::strerror(errno)));
     }
 }
 
@@ -218,18 +218,18 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
         }
         if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
             side_fail(-FI_ECONNRESET,
-                 fmt::format("the peer {} closed the side channel while weft waited for {}: it "
-                             "exited or failed (its own output says why)",
-                             peer_, what));
+                      fmt::format("the peer {} closed the side channel while weft waited for {}: it "
+                                  "exited or failed (its own output says why)",
+                                  peer_, what));
         if (errno == EAGAIN || errno == EINTR) {
             if (!wait_fd(fd_, POLLIN, deadline))
                 side_fail(-FI_ETIMEDOUT, fmt::format("{} did not come from {} before the deadline: the peer is "
-                                                "alive but silent (stuck, or not a weft peer?)",
-                                                what, peer_));
+                                                     "alive but silent (stuck, or not a weft peer?)",
+                                                     what, peer_));
             continue;
         }
         side_fail(-FI_ECONNRESET, fmt::format("the side channel to {} broke while waiting for {} ({})",
-                                         peer_, what, std::strerror(errno)));
+                                              peer_, what, std::strerror(errno)));
     }
 }
 
@@ -262,30 +262,30 @@ std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
                              ? static_cast<char>(h[static_cast<std::size_t>(i)])
                              : '.';
         side_fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
-                                     "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
-                                     peer_, h[0], h[1], h[2], h[3], printable));
+                                          "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
+                                          peer_, h[0], h[1], h[2], h[3], printable));
     }
     const unsigned peer_version = h[4] | (h[5] << 8);
     const unsigned type = h[6] | (h[7] << 8);
     const std::uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (std::uint32_t(h[11]) << 24);
     if (peer_version != bootstrap_version)
         side_fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
-                                     "program speaks v{}: run the same weft version on both sides",
-                                     peer_, peer_version, bootstrap_version));
+                                          "program speaks v{}: run the same weft version on both sides",
+                                          peer_, peer_version, bootstrap_version));
     if (len > max_payload)
         side_fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
-                                     "channel",
-                                     peer_, len, max_payload));
+                                          "channel",
+                                          peer_, len, max_payload));
     std::vector<std::byte> payload(len);
     if (len)
         read_all(payload.data(), len, deadline, what);
     if (type == static_cast<unsigned>(Frame::error))
         side_fail(-FI_ECONNABORTED,
-             fmt::format("the peer {} failed: {}", peer_,
-                         std::string(reinterpret_cast<const char*>(payload.data()), len)));
+                  fmt::format("the peer {} failed: {}", peer_,
+                              std::string(reinterpret_cast<const char*>(payload.data()), len)));
     if (type != static_cast<unsigned>(expected))
         side_fail(-EPROTO, fmt::format("protocol error: expected {} from {}, got frame type {} ({})",
-                                     what, peer_, type, to_string(static_cast<Frame>(type))));
+                                          what, peer_, type, to_string(static_cast<Frame>(type))));
     return payload;
 }
 
@@ -323,21 +323,21 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
         theirs = receive(Frame::hello, deadline);
     if (theirs.size() < 4)
         side_fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
-                                  "side channel",
-                                  peer_, theirs.size()));
+                                       "side channel",
+                                       peer_, theirs.size()));
     std::uint32_t peer_flags = 0;
     for (std::size_t i = 0; i < 4; ++i)
         peer_flags |= std::to_integer<std::uint32_t>(theirs[i]) << (8 * i);
     const bool peer_requires = (peer_flags & hello_requires_secret) != 0;
     if (peer_requires && secret.empty())
         side_fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
-                                     "Options::secret (or WEFT_SECRET) to the peer's secret",
-                                     peer_));
+                                          "Options::secret (or WEFT_SECRET) to the peer's secret",
+                                          peer_));
     if (!peer_requires && !secret.empty())
         side_fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
-                                     "one: nothing was sent to it. Give the peer the same "
-                                     "secret (Options::secret or WEFT_SECRET)",
-                                     peer_));
+                                          "one: nothing was sent to it. Give the peer the same "
+                                          "secret (Options::secret or WEFT_SECRET)",
+                                          peer_));
     if (!secret.empty())
         authenticate(deadline, role, secret);
 }
@@ -392,8 +392,8 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
         ::close(fd);
     }
     side_fail(-FI_EADDRINUSE, fmt::format("cannot listen on {}:{} for the side channel: {} (is another "
-                                     "server using the port? pick another with host:port)",
-                                     host_, port, last));
+                                          "server using the port? pick another with host:port)",
+                                          host_, port, last));
 }
 
 SideListener::SideListener(SideListener&& other) noexcept
@@ -426,7 +426,7 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
     for (;;) {
         if (!wait_fd(fd_, POLLIN, deadline))
             side_fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
-                                            host_, port_));
+                                                 host_, port_));
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);

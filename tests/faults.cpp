@@ -115,10 +115,10 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
 
         // Keep streaming while the peer dies; every wait has a 5 s deadline.
         s->started = Clock::now();
-        std::thread streamer([s] {
+        std::thread streamer([s, src, sink] {
             try {
                 for (std::uint64_t i = 8; Clock::now() - s->started < 60s && s->intact; ++i) {
-                    s->intact = verified_round(*s->conn, *s->held[0], *s->held[1], s->remote, i, 5s);
+                    s->intact = verified_round(*s->conn, *src, *sink, s->remote, i, 5s);
                     s->rounds.fetch_add(1, std::memory_order_relaxed);
                 }
             } catch (const Error& e) {
