@@ -144,6 +144,9 @@ void apply_verbs_quirks(const fi_info* info, Quirks& q)
     q.read_sink_needs_remote_write = iwarp;
     q.initiator_sends_first = iwarp;
     q.receiver_not_ready_fatal = iwarp;
+    // Measured on siw (siw_accept: MPA reply sent, then the socket handed to
+    // the QP); applied to every iWARP device until hardware is measured.
+    q.first_message_can_stall = iwarp;
     // libfabric 1.17 verbs MSG endpoints put the operand pointers themselves
     // into the atomic work request (compare_add = (uintptr_t)buf).
     q.atomic_operands_by_value = info->ep_attr->type == FI_EP_MSG;

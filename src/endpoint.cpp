@@ -166,12 +166,16 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
 
     // Receive slots: messages and (on FI_RX_CQ_DATA providers) notifications land here.
     const std::size_t rx_size = info->rx_attr->size ? info->rx_attr->size : options_.rx_slots;
-    const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, 1, rx_size);
+    credits_ = kind_ == EndpointKind::msg && quirks_.receiver_not_ready_fatal;
+    // The hello and up to max_nudges nudges may arrive before the peer knows
+    // our slot count (endpoint_flow.cpp).
+    const std::size_t least = credits_ ? frame::max_nudges + 1 : 1;
+    const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, std::min(least, rx_size),
+                                                      rx_size);
     slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
     max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
     if (info->ep_attr->max_msg_size)
         max_transfer_ = info->ep_attr->max_msg_size;
-    credits_ = kind_ == EndpointKind::msg && quirks_.receiver_not_ready_fatal;
     if (credits_)
         control_mr_ = MemoryRegion::allocate(domain_, 64, Access::remote_write, this);
     slot_mr_ = MemoryRegion::allocate(domain_, count * slot_size_, Access::local, this);
@@ -226,22 +230,31 @@ std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, cons
                                             const Options& options,
                                             std::span<const std::byte> param, Deadline deadline)
 {
-    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
-    ep->open_fid(info);
-    ep->bind_and_enable(EventQueue::open(domain->fabric()));
-    detail::check(fi_connect(ep->ep_, (*ep->ep_info_)->dest_addr, param.data(), param.size()),
-                  "fi_connect", ep->provider());
-    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED from the server");
-    if (ev.type != FI_CONNECTED)
-        detail::throw_error("fi_connect", -FI_ECONNREFUSED, ep->provider(),
-                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
+    // On iWARP the port rdma_cm picked for this end may be one a TCP socket
+    // holds; the connect then fails here, before any request left (retry.hpp).
+    auto ep = detail::retry_on_port_clash(
+        [&] {
+            auto made = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
+            made->open_fid(info);
+            made->bind_and_enable(EventQueue::open(domain->fabric()));
+            detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
+                                     param.size()),
+                          "fi_connect", made->provider());
+            auto ev = made->eq_->wait(deadline, "FI_CONNECTED from the server");
+            if (ev.type != FI_CONNECTED)
+                detail::throw_error("fi_connect", -FI_ECONNREFUSED, made->provider(),
+                                    fmt::format("expected FI_CONNECTED, got {}",
+                                                event_name(ev.type)));
+            return made;
+        },
+        detail::automatic_port(info.get()) ? 16 : 1);
     // The initiator sends first: iWARP requires it, and a small non-empty first
     // message is safe everywhere (zrlio/softiwarp#20). With credits, the server
     // answers with its own receive count.
     ep->send_hello();
     if (ep->credits_) {
         ep->awaiting_hello_ = true;
-        ep->expect_hello(deadline);
+        ep->expect_hello(deadline, true);
     }
     return ep;
 }
@@ -259,7 +272,7 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
     if (ev.type != FI_CONNECTED)
         detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
                             fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
-    ep->expect_hello(deadline);
+    ep->expect_hello(deadline, false);
     if (ep->credits_)
         ep->send_hello();
     return ep;

@@ -8,8 +8,10 @@
 // each side writes, by RMA, how many slots it has reposted into the other's
 // counter, and sends only while it has slots to spend. RMA writes consume no
 // receive, so the credit returns can never deadlock.
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -77,11 +79,26 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
     return slots > 0;
 }
 
-void Endpoint::expect_hello(Deadline deadline)
+void Endpoint::expect_hello(Deadline deadline, bool initiator)
 {
+    // Where the acceptor may not see our hello until more data arrives
+    // (Quirks::first_message_can_stall), the initiator sends a nudge after 20,
+    // 200 and 1000 ms without the peer's hello. Each is a message like any
+    // other: it spends a credit, and the peer's repost returns it.
+    using namespace std::chrono_literals;
+    constexpr std::array<std::chrono::milliseconds, frame::max_nudges> nudge_at{20ms, 200ms, 1000ms};
+    const bool nudge = initiator && credits_ && framed_ && quirks_.first_message_can_stall;
+    const auto start = std::chrono::steady_clock::now();
+    std::uint32_t nudges = 0;
     std::uint32_t spins = 0;
     while (awaiting_hello_) {
         stash_some();
+        if (nudge && nudges < nudge_at.size() && (spins & 255u) == 0 &&
+            std::chrono::steady_clock::now() - start >= nudge_at[nudges]) {
+            send_frame(frame::type_nudge, 0, Local{}, &internal_, Peer{});
+            ++sent_;
+            ++nudges;
+        }
         if ((++spins & 255u) == 0 && deadline.expired())
             detail::throw_error("connect", -FI_ETIMEDOUT, provider(),
                                 "connected, but the peer never sent weft's hello: is it a weft "

@@ -19,6 +19,13 @@ inline constexpr std::uint8_t version = 1;
 inline constexpr std::uint8_t type_message = 1;
 inline constexpr std::uint8_t type_notify = 2;
 inline constexpr std::uint8_t type_hello = 3;
+/// No payload, ignored by the receiver (its slot reposted and counted): sent
+/// by an initiator whose hello may be stalled (Quirks::first_message_can_stall).
+inline constexpr std::uint8_t type_nudge = 4;
+
+/// Nudges an initiator may send before the peer's hello; a credit endpoint
+/// posts at least one slot more, so that none finds its receive missing.
+inline constexpr std::uint32_t max_nudges = 3;
 
 inline constexpr std::size_t hello_size = 8;
 inline constexpr std::array<std::byte, hello_size> hello = {

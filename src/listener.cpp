@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/listener.hpp"
 
-#include <netinet/in.h>
-
 #include <algorithm>
 
 #include <rdma/fi_errno.h>
@@ -32,15 +30,12 @@ Listener::Listener(Private, std::shared_ptr<Fabric> fabric, std::shared_ptr<Even
 std::shared_ptr<Listener> Listener::open(std::shared_ptr<Fabric> fabric, const Info& info)
 {
     // A port the caller fixed is not retried.
-    const bool any_port = info->src_addr == nullptr || info->src_addrlen == 0 ||
-                          (info->addr_format == FI_SOCKADDR_IN &&
-                           reinterpret_cast<const sockaddr_in*>(info->src_addr)->sin_port == 0);
     return detail::retry_on_port_clash(
         [&] {
             auto eq = EventQueue::open(fabric);
             return std::make_shared<Listener>(Private{}, fabric, std::move(eq), info);
         },
-        any_port ? 5 : 1);
+        detail::automatic_port(info.get()) ? 16 : 1);
 }
 
 std::vector<std::byte> Listener::name() const

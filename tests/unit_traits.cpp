@@ -61,6 +61,7 @@ TEST_CASE("quirks follow fi_info bits first, then the traits", "[unit][traits]")
     auto q = prov::quirks_for(info);
     CHECK(q.read_sink_needs_remote_write);
     CHECK(q.initiator_sends_first);
+    CHECK(q.first_message_can_stall);
     CHECK_FALSE(q.target_needs_progress);
 
     info->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC;

@@ -268,7 +268,7 @@ private:
     Completion wait_for_slow(Op op, Deadline deadline);
     void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);
-    void expect_hello(Deadline deadline);
+    void expect_hello(Deadline deadline, bool initiator);
     void send_hello();
     bool accept_hello(const std::byte* payload, std::size_t len);
     void post_recv(std::uint32_t slot);

@@ -70,6 +70,11 @@ struct Quirks {
     /// threads give up on such an endpoint (Endpoint::abandoned()); keep an
     /// application thread that may be stuck, and what it touches, alive.
     bool dead_peer_can_hang_calls = false;
+    /// The first message of a new connection can sit unread at the acceptor
+    /// until more data arrives (siw in Linux 6.1 hands the socket to the QP
+    /// only after sending the MPA reply; data in between wakes nobody;
+    /// measured: 2 of 384 connections). weft's initiator nudges (below).
+    bool first_message_can_stall = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).

@@ -329,13 +329,19 @@ int doctor(const DoctorOptions& options)
     for (const auto& d : devices)
         iwarp |= d.transport == "iWARP";
     if (iwarp)
-        findings.push_back(process_running("iwpmd")
-                               ? Finding{"iwarp port mapper", Verdict::ok, "iwpmd is running", ""}
-                               : Finding{"iwarp port mapper", Verdict::warn,
-                                         "an iWARP device is present but iwpmd is not running: "
-                                         "rdma_cm may bind ports that TCP sockets hold "
-                                         "(EADDRINUSE now and then)",
-                                         "`systemctl start iwpmd` (rdma-core)"});
+        // Hardware iWARP reserves its rdma_cm ports through iwpmd; siw opts out
+        // of the mapper (IW_F_NO_PORT_MAP). Either way weft retries a port that
+        // clashes (src/retry.hpp), so a missing mapper is a note, not a fault.
+        findings.push_back(
+            process_running("iwpmd")
+                ? Finding{"iwarp port mapper", Verdict::ok,
+                          "iwpmd is running (it reserves ports for hardware iWARP; siw opts out)",
+                          ""}
+                : Finding{"iwarp port mapper", Verdict::note,
+                          "an iWARP device is present but iwpmd is not running: rdma_cm may "
+                          "pick a port a TCP socket holds (EADDRINUSE); weft retries on another "
+                          "port, other rdma_cm users may not",
+                          "`systemctl start iwpmd` (rdma-core) for hardware iWARP"});
     for (auto& f : check_interfaces())
         findings.push_back(std::move(f));
     if (const char* fp = std::getenv("FI_PROVIDER"))
