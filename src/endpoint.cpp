@@ -232,22 +232,19 @@ std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, cons
 {
     // On iWARP the port rdma_cm picked for this end may be one a TCP socket
     // holds; the connect then fails here, before any request left (retry.hpp).
-    auto ep = detail::retry_on_port_clash(
-        [&] {
-            auto made = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
-            made->open_fid(info);
-            made->bind_and_enable(EventQueue::open(domain->fabric()));
-            detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
-                                     param.size()),
-                          "fi_connect", made->provider());
-            auto ev = made->eq_->wait(deadline, "FI_CONNECTED from the server");
-            if (ev.type != FI_CONNECTED)
-                detail::throw_error("fi_connect", -FI_ECONNREFUSED, made->provider(),
-                                    fmt::format("expected FI_CONNECTED, got {}",
-                                                event_name(ev.type)));
-            return made;
-        },
-        detail::automatic_port(info.get()) ? 16 : 1);
+    auto ep = detail::retry_on_port_clash(info.get(), [&] {
+        auto made = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
+        made->open_fid(info);
+        made->bind_and_enable(EventQueue::open(domain->fabric()));
+        detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
+                                 param.size()),
+                      "fi_connect", made->provider());
+        auto ev = made->eq_->wait(deadline, "FI_CONNECTED from the server");
+        if (ev.type != FI_CONNECTED)
+            detail::throw_error("fi_connect", -FI_ECONNREFUSED, made->provider(),
+                                fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
+        return made;
+    });
     // The initiator sends first: iWARP requires it, and a small non-empty first
     // message is safe everywhere (zrlio/softiwarp#20). With credits, the server
     // answers with its own receive count.
@@ -282,7 +279,7 @@ std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
                                              const Options& options)
 {
     // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable.
-    return detail::retry_on_port_clash([&] {
+    return detail::retry_on_port_clash(domain->info().get(), [&] {
         auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
         ep->open_fid(domain->info());
         ep->bind_and_enable(nullptr);

@@ -93,16 +93,18 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
     std::uint32_t spins = 0;
     while (awaiting_hello_) {
         stash_some();
-        if (nudge && nudges < nudge_at.size() && (spins & 255u) == 0 &&
+        if ((++spins & 255u) != 0)
+            continue;
+        if (deadline.expired())
+            detail::throw_error("connect", -FI_ETIMEDOUT, provider(),
+                                "connected, but the peer never sent weft's hello: is it a weft "
+                                "peer of the same version?");
+        if (nudge && nudges < nudge_at.size() &&
             std::chrono::steady_clock::now() - start >= nudge_at[nudges]) {
             send_frame(frame::type_nudge, 0, Local{}, &internal_, Peer{});
             ++sent_;
             ++nudges;
         }
-        if ((++spins & 255u) == 0 && deadline.expired())
-            detail::throw_error("connect", -FI_ETIMEDOUT, provider(),
-                                "connected, but the peer never sent weft's hello: is it a weft "
-                                "peer of the same version?");
     }
 }
 

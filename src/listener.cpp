@@ -29,13 +29,10 @@ Listener::Listener(Private, std::shared_ptr<Fabric> fabric, std::shared_ptr<Even
 
 std::shared_ptr<Listener> Listener::open(std::shared_ptr<Fabric> fabric, const Info& info)
 {
-    // A port the caller fixed is not retried.
-    return detail::retry_on_port_clash(
-        [&] {
-            auto eq = EventQueue::open(fabric);
-            return std::make_shared<Listener>(Private{}, fabric, std::move(eq), info);
-        },
-        detail::automatic_port(info.get()) ? 16 : 1);
+    return detail::retry_on_port_clash(info.get(), [&] {
+        auto eq = EventQueue::open(fabric);
+        return std::make_shared<Listener>(Private{}, fabric, std::move(eq), info);
+    });
 }
 
 std::vector<std::byte> Listener::name() const

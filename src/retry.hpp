@@ -7,35 +7,27 @@
 // local and immediate; creating the object again picks another port.
 #pragma once
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
+#include "socket.hpp"
 #include "weft/error.hpp"
 
 namespace weft::detail {
 
-/// True when `info` leaves the local port to the provider (no source address,
-/// or one with port 0): only then is another attempt another port.
-inline bool automatic_port(const fi_info* info) noexcept
-{
-    if (info == nullptr || info->src_addr == nullptr || info->src_addrlen == 0)
-        return true;
-    const auto* sa = static_cast<const sockaddr*>(info->src_addr);
-    if (sa->sa_family == AF_INET && info->src_addrlen >= sizeof(sockaddr_in))
-        return static_cast<const sockaddr_in*>(info->src_addr)->sin_port == 0;
-    if (sa->sa_family == AF_INET6 && info->src_addrlen >= sizeof(sockaddr_in6))
-        return static_cast<const sockaddr_in6*>(info->src_addr)->sin6_port == 0;
-    return false; // not an IP address: nothing weft can tell about its port
-}
-
-/// Calls `make` until it does not fail with -FI_EADDRINUSE, at most `attempts`
-/// times. At a clash rate p, all 16 attempts clash with probability p^16.
+/// Calls `make` until it does not fail with -FI_EADDRINUSE: up to 16 times
+/// when `local` leaves the port to the provider (no source address, or port
+/// 0), once when the caller fixed it. At a clash rate p, all 16 attempts clash
+/// with probability p^16.
 template <class Make>
-auto retry_on_port_clash(Make&& make, int attempts = 16)
+auto retry_on_port_clash(const fi_info* local, Make&& make)
 {
+    const bool automatic = local == nullptr || local->src_addr == nullptr ||
+                           local->src_addrlen == 0 ||
+                           port_of(static_cast<const sockaddr*>(local->src_addr)) == 0;
+    const int attempts = automatic ? 16 : 1;
     for (int attempt = 1;; ++attempt) {
         try {
             return make();

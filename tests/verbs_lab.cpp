@@ -12,11 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <future>
 
 #include <rdma/fi_errno.h>
-
-#include <fmt/format.h>
 
 #include "providers/verbs_devices.hpp"
 #include "support/cases.hpp"
@@ -189,25 +186,9 @@ TEST_CASE("verbs: on iWARP, connections survive rdma_cm ports that TCP sockets h
     REQUIRE(hog.fds.size() * 10 >= static_cast<std::size_t>(hog.range));
     const Options o = test::options_for({"verbs", EndpointKind::msg});
     Server server(o, test::test_address(), 0);
-    Options client_options = o;
-    client_options.provider.clear();
     for (int i = 0; i < 48; ++i) {
         INFO("connection " << i);
-        auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
-        std::optional<Connection> client;
-        try {
-            client.emplace(Connection::connect(
-                fmt::format("{}:{}", test::test_address(), server.port()), client_options, soon()));
-        } catch (const std::exception& e) { // both ends' view of a failed connection
-            std::string server_side = "accepted";
-            try {
-                (void)accepted.get();
-            } catch (const std::exception& se) {
-                server_side = se.what();
-            }
-            FAIL("client: " << e.what() << "\nserver: " << server_side);
-        }
-        test::Pair p{{}, accepted.get(), std::move(*client)};
+        test::Pair p = test::connect_pair(server, o);
         auto target = p.expose(8, Access::remote_write);
         auto src = p.client.allocate(8, Access::local);
         test::fill_pattern(src->bytes(), static_cast<std::uint64_t>(i));

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -83,12 +84,31 @@ Pair connect_pair(const Case& c, const Options& base)
 {
     const Options o = options_for(c, base);
     Server server(o, test_address(), 0);
+    return connect_pair(server, o);
+}
+
+Pair connect_pair(Server& server, const Options& o)
+{
     auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
     Options client_options = o;
     client_options.provider.clear(); // the server decides
-    Connection client = Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
-                                            client_options, soon());
-    return Pair{{}, accepted.get(), std::move(client)};
+    std::optional<Connection> client;
+    try {
+        client.emplace(Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
+                                           client_options, soon()));
+    } catch (const std::exception& e) {
+        // Where the server failed too, both ends' view of the connection.
+        std::string server_side;
+        try {
+            (void)accepted.get();
+        } catch (const std::exception& se) {
+            server_side = se.what();
+        }
+        if (server_side.empty())
+            throw;
+        throw std::runtime_error(fmt::format("client: {}\nserver: {}", e.what(), server_side));
+    }
+    return Pair{{}, accepted.get(), std::move(*client)};
 }
 
 void fill_pattern(std::span<std::byte> out, std::uint64_t seed)

@@ -47,6 +47,8 @@ struct Pair {
     }
 };
 Pair connect_pair(const Case& c, const Options& base = {});
+/// One more connection to `server` (options as options_for gives them).
+Pair connect_pair(Server& server, const Options& o);
 
 /// The address tests bind to.
 std::string test_address();
