@@ -81,6 +81,7 @@ Quirks quirks_for(const fi_info* info)
     q.atomics_unreliable = t.atomics_unreliable;
     q.dead_peer_blocks_endpoint = t.dead_peer_blocks_endpoint;
     q.dead_peer_can_hang_calls = t.dead_peer_can_hang_calls;
+    q.reads_overtake_queued_writes = t.reads_overtake_queued_writes;
     if (&t == &verbs)
         apply_verbs_quirks(info, q);
     return q;

@@ -131,6 +131,10 @@ const Traits shm = {
     .keys_unchecked = true,
     .dead_peer_blocks_endpoint = true,
     .dead_peer_can_hang_calls = true,
+    // A write with CQ data up to 4 KiB is queued for the target and completes
+    // at once; a read without CQ data is done by this side itself (cross-memory
+    // attach) and does not wait for that queue (smr_generic_rma in 1.17).
+    .reads_overtake_queued_writes = true,
     .error_hint = shm_hint,
     .before_enable = name_region,
 };

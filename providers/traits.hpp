@@ -47,6 +47,7 @@ struct Traits {
     bool atomics_unreliable = false;
     bool dead_peer_blocks_endpoint = false;
     bool dead_peer_can_hang_calls = false;
+    bool reads_overtake_queued_writes = false;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
     /// Optional set-up before libfabric initialises its providers (the first

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "side_wire.hpp"
 #include "socket.hpp"
 #include "weft/error.hpp"
 #include "weft/version.hpp"
@@ -34,11 +35,8 @@ using detail::set_nonblocking;
 using detail::side_fail;
 using detail::side_fail_errno;
 using detail::wait_fd;
+namespace side = detail::side;
 
-constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
-constexpr std::size_t header_size = 12;
-constexpr std::uint32_t max_payload = 1u << 20;
-constexpr std::uint32_t hello_requires_secret = 1u << 0;
 } // namespace
 
 std::string_view to_string(Frame f) noexcept
@@ -183,8 +181,18 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
     }
 }
 
-void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std::string_view what)
+void SideChannel::live(std::string_view call) const
 {
+    if (fd_ < 0)
+        throw UsageError(std::string(call), -FI_EINVAL, "",
+                         "this SideChannel was moved from (or its Connection was): use the object "
+                         "it was moved to");
+}
+
+void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, bool late,
+                            std::string_view what)
+{
+    live("SideChannel::send");
     const auto* c = static_cast<const char*>(p);
     while (n > 0) {
         const ssize_t w = ::send(fd_, c, n, MSG_NOSIGNAL);
@@ -195,9 +203,10 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std
         }
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (!wait_fd(fd_, POLLOUT, deadline))
-                side_fail(-FI_ETIMEDOUT, fmt::format("sending {} to {} timed out: the peer stopped "
-                                                     "reading",
-                                                     what, peer_));
+                side_fail(-FI_ETIMEDOUT,
+                          late ? detail::late_text("sending " + std::string(what), peer_)
+                               : fmt::format("sending {} to {} timed out: the peer stopped reading",
+                                             what, peer_));
             continue;
         }
         side_fail(-FI_ECONNRESET, fmt::format("the peer {} closed the side channel while weft sent "
@@ -206,8 +215,10 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, std
     }
 }
 
-void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::string_view what)
+void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, bool late,
+                           std::string_view what)
 {
+    live("SideChannel::receive");
     auto* c = static_cast<char*>(p);
     while (n > 0) {
         const ssize_t r = ::recv(fd_, c, n, 0);
@@ -223,9 +234,11 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
                                   peer_, what));
         if (errno == EAGAIN || errno == EINTR) {
             if (!wait_fd(fd_, POLLIN, deadline))
-                side_fail(-FI_ETIMEDOUT, fmt::format("{} did not come from {} before the deadline: the peer is "
-                                                     "alive but silent (stuck, or not a weft peer?)",
-                                                     what, peer_));
+                side_fail(-FI_ETIMEDOUT,
+                          late ? detail::late_text("waiting for " + std::string(what), peer_)
+                               : fmt::format("{} did not come from {} before the deadline: the "
+                                             "peer is alive but silent (stuck, or not a weft peer?)",
+                                             what, peer_));
             continue;
         }
         side_fail(-FI_ECONNRESET, fmt::format("the side channel to {} broke while waiting for {} ({})",
@@ -235,57 +248,25 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, std::strin
 
 void SideChannel::send(Frame type, std::span<const std::byte> payload, Deadline deadline)
 {
-    std::array<std::byte, header_size> h{};
-    std::memcpy(h.data(), magic.data(), magic.size());
-    const auto put = [&](std::size_t at, std::uint64_t v, int n) {
-        for (int i = 0; i < n; ++i)
-            h[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
-    };
-    put(4, bootstrap_version, 2);
-    put(6, static_cast<std::uint16_t>(type), 2);
-    put(8, payload.size(), 4);
+    const auto h = side::encode_header(type, payload.size());
     const auto what = fmt::format("the {} frame", to_string(type));
-    write_all(h.data(), h.size(), deadline, what);
+    const bool late = deadline.expired();
+    write_all(h.data(), h.size(), deadline, late, what);
     if (!payload.empty())
-        write_all(payload.data(), payload.size(), deadline, what);
+        write_all(payload.data(), payload.size(), deadline, late, what);
 }
 
 std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
 {
     const auto what = fmt::format("the {} frame", to_string(expected));
-    std::array<unsigned char, header_size> h{};
-    read_all(h.data(), h.size(), deadline, what);
-    if (std::memcmp(h.data(), magic.data(), magic.size()) != 0) {
-        std::string printable;
-        for (int i = 0; i < 4; ++i)
-            printable += (h[static_cast<std::size_t>(i)] >= 32 && h[static_cast<std::size_t>(i)] < 127)
-                             ? static_cast<char>(h[static_cast<std::size_t>(i)])
-                             : '.';
-        side_fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
-                                          "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
-                                          peer_, h[0], h[1], h[2], h[3], printable));
-    }
-    const unsigned peer_version = h[4] | (h[5] << 8);
-    const unsigned type = h[6] | (h[7] << 8);
-    const std::uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (std::uint32_t(h[11]) << 24);
-    if (peer_version != bootstrap_version)
-        side_fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
-                                          "program speaks v{}: run the same weft version on both sides",
-                                          peer_, peer_version, bootstrap_version));
-    if (len > max_payload)
-        side_fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
-                                          "channel",
-                                          peer_, len, max_payload));
-    std::vector<std::byte> payload(len);
-    if (len)
-        read_all(payload.data(), len, deadline, what);
-    if (type == static_cast<unsigned>(Frame::error))
-        side_fail(-FI_ECONNABORTED,
-                  fmt::format("the peer {} failed: {}", peer_,
-                              std::string(reinterpret_cast<const char*>(payload.data()), len)));
-    if (type != static_cast<unsigned>(expected))
-        side_fail(-EPROTO, fmt::format("protocol error: expected {} from {}, got frame type {} ({})",
-                                          what, peer_, type, to_string(static_cast<Frame>(type))));
+    side::Header h{};
+    const bool late = deadline.expired();
+    read_all(h.data(), h.size(), deadline, late, what);
+    const side::FrameHead head = side::decode_header(h, peer_);
+    std::vector<std::byte> payload(head.size);
+    if (head.size)
+        read_all(payload.data(), head.size, deadline, late, what);
+    side::check_frame(head, expected, payload, peer_);
     return payload;
 }
 
@@ -300,17 +281,10 @@ void SideChannel::send_error(std::string_view what) noexcept
 
 void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
 {
-    // Hello: flags (u32 LE), then the library version as text.
-    const std::string_view v = weft::version;
-    std::vector<std::byte> mine(4 + v.size());
-    const std::uint32_t flags = secret.empty() ? 0 : hello_requires_secret;
-    for (std::size_t i = 0; i < 4; ++i)
-        mine[i] = static_cast<std::byte>(flags >> (8 * i));
-    std::memcpy(mine.data() + 4, v.data(), v.size());
     std::vector<std::byte> theirs;
     bool early = false; // the peer's hello, read after our send failed
     try {
-        send(Frame::hello, mine, deadline);
+        send(Frame::hello, side::hello_payload(!secret.empty()), deadline);
     } catch (const Error&) {
         // The peer may have said why before closing (not weft, wrong version,
         // a malformed hello): that explanation beats "broken pipe".
@@ -321,31 +295,28 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
     }
     if (!early)
         theirs = receive(Frame::hello, deadline);
-    if (theirs.size() < 4)
-        side_fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
-                                       "side channel",
-                                       peer_, theirs.size()));
-    std::uint32_t peer_flags = 0;
-    for (std::size_t i = 0; i < 4; ++i)
-        peer_flags |= std::to_integer<std::uint32_t>(theirs[i]) << (8 * i);
-    const bool peer_requires = (peer_flags & hello_requires_secret) != 0;
-    if (peer_requires && secret.empty())
-        side_fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
-                                          "Options::secret (or WEFT_SECRET) to the peer's secret",
-                                          peer_));
-    if (!peer_requires && !secret.empty())
-        side_fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
-                                          "one: nothing was sent to it. Give the peer the same "
-                                          "secret (Options::secret or WEFT_SECRET)",
-                                          peer_));
+    side::check_hello(theirs, !secret.empty(), peer_);
     if (!secret.empty())
         authenticate(deadline, role, secret);
 }
 
 bool SideChannel::readable(std::chrono::milliseconds wait) const
 {
+    live("SideChannel::readable");
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
+}
+
+bool SideChannel::peer_closed(std::chrono::milliseconds wait) const
+{
+    if (fd_ < 0)
+        return true;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0)
+        return false; // nothing: the peer is there and silent
+    char byte = 0;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
 std::string SideChannel::local_address() const
@@ -379,7 +350,7 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
             continue;
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
             sockaddr_storage ss{};
             socklen_t len = sizeof ss;
             getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -423,10 +394,13 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
 {
     if (!secret.empty())
         check_secret(secret);
+    const bool late = deadline.expired();
     for (;;) {
         if (!wait_fd(fd_, POLLIN, deadline))
-            side_fail(-FI_ETIMEDOUT, fmt::format("no client connected to {}:{} before the deadline",
-                                                 host_, port_));
+            side_fail(-FI_ETIMEDOUT,
+                      late ? detail::late_text("accepting a client", fmt::format("{}:{}", host_, port_))
+                           : fmt::format("no client connected to {}:{} before the deadline", host_,
+                                         port_));
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);

@@ -13,25 +13,13 @@
 
 #include <fmt/format.h>
 
+#include "side_wire.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
+namespace detail::side {
 namespace {
-
-constexpr std::size_t nonce_size = 32;
-constexpr std::size_t mac_size = 32; // HMAC-SHA256
-
-using Nonce = std::array<std::byte, nonce_size>;
-using Mac = std::array<std::byte, mac_size>;
-
-Nonce random_nonce()
-{
-    Nonce n;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
-        throw Error("RAND_bytes", -FI_EOTHER, "", "OpenSSL has no entropy for a challenge");
-    return n;
-}
 
 /// HMAC-SHA256(secret, label || a || b).
 Mac proof_of(std::string_view secret, std::string_view label, const Nonce& a, const Nonce& b)
@@ -50,54 +38,91 @@ Mac proof_of(std::string_view secret, std::string_view label, const Nonce& a, co
     return mac;
 }
 
+bool same_mac(const Mac& expected, std::span<const std::byte> got)
+{
+    return got.size() == expected.size() &&
+           CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
+}
+
 constexpr std::string_view client_label = "weft-v2 client";
 constexpr std::string_view server_label = "weft-v2 server";
 
 } // namespace
 
+Nonce random_nonce()
+{
+    Nonce n;
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
+        throw Error("RAND_bytes", -FI_EOTHER, "", "OpenSSL has no entropy for a challenge");
+    return n;
+}
+
+Mac acceptor_proof(std::string_view secret, const Nonce& challenge,
+                   std::span<const std::byte> answer, std::string_view peer)
+{
+    Nonce nc{};
+    bool ok = answer.size() == nonce_size + mac_size;
+    if (ok) {
+        std::memcpy(nc.data(), answer.data(), nonce_size);
+        ok = same_mac(proof_of(secret, client_label, challenge, nc), answer.subspan(nonce_size));
+    }
+    if (!ok)
+        throw Error("bootstrap", -FI_EACCES, "",
+                    fmt::format("{} failed the shared-secret check: it holds a different secret "
+                                "(or is not a weft peer). Nothing was sent to it",
+                                peer));
+    return proof_of(secret, server_label, nc, challenge);
+}
+
+/// The connector's answer to `challenge`: its nonce and proof, and the
+/// acceptor's proof it expects back.
+std::pair<std::array<std::byte, nonce_size + mac_size>, Mac>
+connector_answer(std::string_view secret, const Nonce& challenge)
+{
+    const Nonce nc = random_nonce();
+    std::array<std::byte, nonce_size + mac_size> answer{};
+    const Mac mine = proof_of(secret, client_label, challenge, nc);
+    std::memcpy(answer.data(), nc.data(), nonce_size);
+    std::memcpy(answer.data() + nonce_size, mine.data(), mac_size);
+    return {answer, proof_of(secret, server_label, nc, challenge)};
+}
+
+} // namespace detail::side
+
+using namespace detail::side;
+
 void SideChannel::authenticate(Deadline deadline, Role role, std::string_view secret)
 {
-    const auto check = [&](const Mac& expected, std::span<const std::byte> got) {
-        return got.size() == expected.size() &&
-               CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
-    };
     if (role == Role::acceptor) {
         const Nonce ns = random_nonce();
         send(Frame::challenge, ns, deadline);
         const auto answer = receive(Frame::proof, deadline);
-        Nonce nc{};
-        bool ok = answer.size() == nonce_size + mac_size;
-        if (ok) {
-            std::memcpy(nc.data(), answer.data(), nonce_size);
-            ok = check(proof_of(secret, client_label, ns, nc), std::span(answer).subspan(nonce_size));
+        Mac proof{};
+        try {
+            proof = acceptor_proof(secret, ns, answer, peer_);
+        } catch (const Error&) {
+            send_error(secret_mismatch);
+            throw;
         }
-        if (!ok) {
-            send_error("shared-secret check failed: the secrets differ");
-            throw Error("bootstrap", -FI_EACCES, "", fmt::format("{} failed the shared-secret check: it holds a different "
-                                         "secret (or is not a weft peer). Nothing was sent to it",
-                                         peer_));
-        }
-        send(Frame::proof, proof_of(secret, server_label, nc, ns), deadline);
+        send(Frame::proof, proof, deadline);
     } else {
         const auto challenge = receive(Frame::challenge, deadline);
         if (challenge.size() != nonce_size)
-            throw Error("bootstrap", -EPROTO, "", fmt::format("{} sent a {} B challenge ({} B expected): garbage on the "
-                                      "side channel",
-                                      peer_, challenge.size(), nonce_size));
+            throw Error("bootstrap", -EPROTO, "",
+                        fmt::format("{} sent a {} B challenge ({} B expected): garbage on the "
+                                    "side channel",
+                                    peer_, challenge.size(), nonce_size));
         Nonce ns{};
         std::memcpy(ns.data(), challenge.data(), nonce_size);
-        const Nonce nc = random_nonce();
-        std::array<std::byte, nonce_size + mac_size> answer{};
-        const Mac mine = proof_of(secret, client_label, ns, nc);
-        std::memcpy(answer.data(), nc.data(), nonce_size);
-        std::memcpy(answer.data() + nonce_size, mine.data(), mac_size);
+        const auto [answer, expected] = connector_answer(secret, ns);
         send(Frame::proof, answer, deadline);
         const auto theirs = receive(Frame::proof, deadline);
-        if (!check(proof_of(secret, server_label, nc, ns), theirs))
-            throw Error("bootstrap", -FI_EACCES, "", fmt::format("{} answered the shared-secret challenge wrongly: it "
-                                         "does not hold this side's secret. Nothing was sent to "
-                                         "it; check that you reached the right server",
-                                         peer_));
+        if (!same_mac(expected, theirs))
+            throw Error("bootstrap", -FI_EACCES, "",
+                        fmt::format("{} answered the shared-secret challenge wrongly: it does not "
+                                    "hold this side's secret. Nothing was sent to it; check that "
+                                    "you reached the right server",
+                                    peer_));
     }
     authenticated_ = true;
 }

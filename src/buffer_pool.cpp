@@ -118,7 +118,7 @@ Local BufferPool::Block::slice(std::size_t offset, std::size_t len) const
     if (offset > size_ || len > size_ - offset)
         throw UsageError("BufferPool::Block::slice", -FI_EINVAL, "",
                          fmt::format("[{}, +{}) is outside the {} B block", offset, len, size_));
-    return {data_ + offset, len, desc_};
+    return {data_ + offset, len, desc_, &pool_->region()};
 }
 
 std::size_t BufferPool::Block::offset() const noexcept

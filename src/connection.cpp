@@ -5,9 +5,8 @@
 // data) or sends its own address (RDM), and both confirm with `ready`.
 #include "weft/connection.hpp"
 
-#include <sys/random.h>
-
 #include <array>
+#include <cstdlib>
 
 #include <rdma/fi_errno.h>
 
@@ -18,26 +17,6 @@
 #include "offer.hpp"
 
 namespace weft {
-namespace {
-
-std::array<std::byte, 16> make_token()
-{
-    std::array<std::byte, 16> t{};
-    std::size_t got = 0;
-    while (got < t.size()) {
-        const ssize_t n = getrandom(t.data() + got, t.size() - got, 0);
-        if (n > 0)
-            got += static_cast<std::size_t>(n);
-        else if (errno != EINTR)
-            detail::throw_error("getrandom", -errno, "");
-    }
-    return t;
-}
-
-bool is_wildcard(std::string_view host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
-
-} // namespace
-
 Connection::Connection(std::shared_ptr<const Selection> selection, std::shared_ptr<Domain> domain,
                        std::shared_ptr<Endpoint> endpoint, Peer peer, SideChannel side)
     : selection_(std::move(selection)), domain_(std::move(domain)),
@@ -45,15 +24,48 @@ Connection::Connection(std::shared_ptr<const Selection> selection, std::shared_p
 {
 }
 
+void Connection::explain(const Error& e) const
+{
+    if (e.peer_lost() || dynamic_cast<const UsageError*>(&e))
+        throw;
+    // A peer that exits or is killed closes its side channel with its fabric
+    // connection; give that a moment to show before judging.
+    if (side_.peer_closed(std::chrono::milliseconds(200)))
+        throw Error(e.call(), e.code() ? e.code() : -FI_ECONNRESET, e.provider(),
+                    fmt::format("the peer {} is gone: its side channel closed (it exited, was "
+                                "killed, or closed its Connection). What failed: {}",
+                                side_.peer(), e.what()),
+                    e.context(), true);
+    const int code = e.code();
+    if (code == -FI_ECANCELED || code == -FI_ENOTCONN || code == -FI_ECONNRESET ||
+        code == -FI_ECONNABORTED || code == -EPIPE)
+        throw Error(e.call(), code, e.provider(),
+                    fmt::format("{}. The peer {} is still there (its side channel is open): it "
+                                "most likely refused this access (wrong key, out of bounds, or "
+                                "without the access) and dropped the fabric connection, as {} "
+                                "does then; check the RemoteRegion",
+                                e.what(), side_.peer(), e.provider()),
+                    e.context());
+    throw;
+}
+
+void Connection::moved_from(const char* call)
+{
+    throw UsageError(call, -FI_EINVAL, "",
+                     "this Connection was moved from: use the Connection it was moved to");
+}
+
 std::shared_ptr<MemoryRegion> Connection::register_memory(std::span<std::byte> memory,
                                                           Access access) const
 {
-    return MemoryRegion::register_memory(domain_, memory, access, endpoint_.get());
+    const Endpoint& ep = live("Connection::register_memory");
+    return MemoryRegion::register_memory(domain_, memory, access, &ep);
 }
 
 std::shared_ptr<MemoryRegion> Connection::allocate(std::size_t size, Access access) const
 {
-    return MemoryRegion::allocate(domain_, size, access, endpoint_.get());
+    const Endpoint& ep = live("Connection::allocate");
+    return MemoryRegion::allocate(domain_, size, access, &ep);
 }
 
 RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
@@ -65,6 +77,7 @@ RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
 
 void Connection::reconnect(Deadline deadline)
 {
+    (void)live("Connection::reconnect");
     if (!options_)
         throw UsageError("reconnect", -FI_EINVAL, std::string(selection_->provider()),
                          "only the client side of a connection reconnects; a server accepts the "
@@ -82,9 +95,48 @@ void Connection::reconnect(Deadline deadline)
 
 void Connection::barrier(Deadline deadline)
 {
+    Endpoint& ep = live("Connection::barrier");
+    if (!flush_mr_) {
+        flush_mr_ = allocate(1, Access::remote_read);
+        peer_flush_ = exchange(flush_mr_->remote(), deadline);
+    }
+    ep.flush(peer_flush_, peer_, deadline);
     side_.send(Frame::barrier, {}, deadline);
+    // The peer's own flush reads from this side: keep progressing until its
+    // barrier frame arrives (a provider that needs target progress would
+    // otherwise stall it when this side runs no progress thread).
+    while (!side_.readable(std::chrono::milliseconds(1))) {
+        ep.progress();
+        if (deadline.expired())
+            break; // receive() below reports the timeout
+    }
     (void)side_.receive(Frame::barrier, deadline);
 }
+
+namespace {
+
+/// The server chooses the provider: say so when this side wished otherwise
+/// (a mismatch with Options::provider itself is an error, above).
+void note_server_choice(const Options& options, std::string_view chosen, EndpointKind kind)
+{
+    const char* env = std::getenv("WEFT_PROVIDER");
+    if (options.provider.empty() && env && *env &&
+        providers::parse_request(env, &kind).path != chosen)
+        detail::log_warning(fmt::format("WEFT_PROVIDER={} on this side is not used: the server "
+                                        "chose {} (the server decides; set WEFT_PROVIDER there)",
+                                        env, chosen));
+    if (options.allow_shm && !providers::traits_for(chosen).same_host_only)
+        detail::log_warning(fmt::format("this side allows shared memory (Options::allow_shm, "
+                                        "--shm), but the server chose {}: the server decides; "
+                                        "allow shm there when both run on one host",
+                                        chosen));
+    if (options.kind && *options.kind != kind)
+        detail::log_warning(fmt::format("this side asked for {} endpoints, but the server chose "
+                                        "{} ({}): the server decides",
+                                        to_string(*options.kind), to_string(kind), chosen));
+}
+
+} // namespace
 
 Connection Connection::connect(std::string_view host_port, const Options& options,
                                Deadline deadline)
@@ -100,6 +152,7 @@ Connection Connection::connect(std::string_view host_port, const Options& option
                              fmt::format("the server chose {} but this side asked for {}: choose "
                                          "the provider on the server",
                                          offer.provider, options.provider));
+        note_server_choice(options, offer.provider, offer.kind);
         Options opts = options;
         opts.kind = offer.kind;
         if (opts.node.empty())
@@ -126,74 +179,6 @@ Connection Connection::connect(std::string_view host_port, const Options& option
         c.host_port_ = std::string(host_port);
         c.options_ = options;
         return c;
-    } catch (const std::exception& e) {
-        side.send_error(e.what());
-        throw;
-    }
-}
-
-Server::Server(const Options& options, std::string_view host, std::uint16_t port)
-    : Server(options, SideListener(host, port))
-{
-}
-
-Server::Server(const Options& options, SideListener listener)
-    : side_(std::move(listener)), secret_(resolve_secret(options.secret))
-{
-    Options opts = options;
-    if (opts.node.empty() && !is_wildcard(side_.host()))
-        opts.node = side_.host(); // the fabric listens where the side channel does
-    selection_ = std::make_shared<const Selection>(select(opts));
-    fabric_ = Fabric::open(selection_->info());
-    domain_ = Domain::open(fabric_, selection_->info());
-    if (selection_->kind() == EndpointKind::msg)
-        listener_ = Listener::open(fabric_, selection_->info());
-    else
-        rdm_ = Endpoint::open_rdm(domain_, selection_->options());
-}
-
-Connection Server::accept(Deadline deadline)
-{
-    SideChannel side = side_.accept(deadline, secret_);
-    try {
-        const auto token = make_token();
-        const bool msg = selection_->kind() == EndpointKind::msg;
-        // A peer that dies can wedge a shared RDM endpoint on some providers
-        // (shm: its commands stay at the head of the queue, measured): there,
-        // each connection gets an endpoint of its own.
-        if (!msg && rdm_handed_out_ && domain_->quirks().dead_peer_blocks_endpoint)
-            rdm_ = Endpoint::open_rdm(domain_, selection_->options());
-        Offer offer{selection_->kind(), selection_->info()->addr_format,
-                    std::string(selection_->provider()), std::string(selection_->info().fabric_name()),
-                    {token.begin(), token.end()}, msg ? listener_->name() : rdm_->name(),
-                    selection_->report()};
-        side.send(Frame::offer, encode(offer), deadline);
-        std::shared_ptr<Endpoint> ep;
-        Peer peer;
-        if (msg) {
-            // Wait for the client's connection request in slices, so that a
-            // client that failed (and said why on the side channel) is heard.
-            std::optional<EventQueue::Event> request;
-            while (!request) {
-                try {
-                    const auto slice = std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(200));
-                    request = listener_->wait_request(token, Deadline(slice));
-                } catch (const TimeoutError&) {
-                    if (deadline.expired())
-                        throw;
-                    if (side.readable())
-                        (void)side.receive(Frame::ready, deadline); // raises the peer's error
-                }
-            }
-            ep = Endpoint::accept(domain_, std::move(*request), selection_->options(), deadline);
-            (void)side.receive(Frame::ready, deadline);
-        } else {
-            ep = rdm_;
-            rdm_handed_out_ = true;
-            peer = ep->insert_peer(side.receive(Frame::ready, deadline));
-        }
-        side.send(Frame::ready, {}, deadline);
-        return Connection(selection_, domain_, std::move(ep), peer, std::move(side));
     } catch (const std::exception& e) {
         side.send_error(e.what());
         throw;

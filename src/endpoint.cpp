@@ -41,7 +41,8 @@ struct Endpoint::Private {};
 
 Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options,
                    EndpointKind kind)
-    : domain_(std::move(domain)), options_(options), kind_(kind), quirks_(domain_->quirks())
+    : domain_(std::move(domain)), options_(options), kind_(kind), quirks_(domain_->quirks()),
+      queue_bypassing_reads_(quirks_.reads_overtake_queued_writes)
 {
 }
 
@@ -63,6 +64,7 @@ void Endpoint::close() noexcept
     progress_.reset();
     ep_owner_.reset();
     ep_ = nullptr;
+    held_.clear(); // nothing can touch them now
 }
 
 void Endpoint::abandon() noexcept
@@ -80,6 +82,9 @@ void Endpoint::abandon() noexcept
                                     std::shared_ptr<void>(domain_)})
         if (p)
             graveyard->push_back(std::move(p));
+    for (auto& h : held_)
+        graveyard->push_back(std::const_pointer_cast<MemoryRegion>(std::move(h)));
+    held_.clear();
     abandoned_count.fetch_add(1, std::memory_order_relaxed);
     detail::log_warning(fmt::format(
         "{} endpoint abandoned: its progress thread did not return from the provider within {} "
@@ -260,19 +265,51 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
                                            EventQueue::Event request, const Options& options,
                                            Deadline deadline)
 {
+    auto ep = begin_accept(std::move(domain), std::move(request), options);
+    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED after accepting");
+    if (ev.type != FI_CONNECTED)
+        detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
+                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
+    ep->connected_ = true;
+    ep->expect_hello(deadline, false);
+    if (ep->credits_)
+        ep->send_hello();
+    return ep;
+}
+
+std::shared_ptr<Endpoint> Endpoint::begin_accept(std::shared_ptr<Domain> domain,
+                                                 EventQueue::Event request,
+                                                 const Options& options)
+{
     auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
     ep->open_fid(std::move(*request.info));
     ep->awaiting_hello_ = true;
     ep->bind_and_enable(EventQueue::open(domain->fabric()));
     detail::check(fi_accept(ep->ep_, nullptr, 0), "fi_accept", ep->provider());
-    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED after accepting");
-    if (ev.type != FI_CONNECTED)
-        detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
-                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
-    ep->expect_hello(deadline, false);
-    if (ep->credits_)
-        ep->send_hello();
     return ep;
+}
+
+bool Endpoint::accept_step()
+{
+    if (ep_ == nullptr)
+        closed_error("accept");
+    if (!connected_) {
+        auto ev = eq_->read("FI_CONNECTED after accepting");
+        if (!ev)
+            return false;
+        if (ev->type != FI_CONNECTED)
+            detail::throw_error("fi_accept", -FI_ECONNABORTED, provider(),
+                                fmt::format("expected FI_CONNECTED, got {}", event_name(ev->type)));
+        connected_ = true;
+    }
+    if (awaiting_hello_) {
+        stash_some();
+        if (awaiting_hello_)
+            return false;
+        if (credits_)
+            send_hello();
+    }
+    return true;
 }
 
 std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
@@ -313,6 +350,47 @@ Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
     return av_->insert(peer_name);
 }
 
+bool Endpoint::ours(const void* ctx) const noexcept
+{
+    const auto base = reinterpret_cast<std::uintptr_t>(slots_.data());
+    const auto p = reinterpret_cast<std::uintptr_t>(ctx);
+    return ctx == &internal_ || ctx == &fence_ || (p >= base && p < base + slots_.size() * sizeof(Slot));
+}
+
+void Endpoint::failed(void* context) noexcept
+{
+    if (!ours(context))
+        --in_flight_;
+}
+
+void Endpoint::keep_slow(const MemoryRegion* region, bool sink)
+{
+    if (sink && region && region->read_only())
+        throw UsageError("read", -FI_EINVAL, std::string(provider()),
+                         "the local sink is a read-only mapping (MemoryRegion::map_file without "
+                         "remote-write access): the data cannot land there. Read into a region "
+                         "of writable memory, or map the file with Access::remote_read_write; "
+                         "nothing was posted");
+    (sink ? last_sink_ : last_source_) = region;
+    if (!region)
+        return; // a span built by hand: its owner keeps it alive
+    for (const auto& h : held_)
+        if (h.get() == region)
+            return;
+    if (in_flight_ <= 0)
+        release_idle();
+    held_.push_back(region->shared_from_this());
+}
+
+void Endpoint::release_idle() noexcept
+{
+    // Nothing in flight: a region only this endpoint still holds may go.
+    const auto before = held_.size();
+    std::erase_if(held_, [](const std::shared_ptr<const MemoryRegion>& h) { return h.use_count() == 1; });
+    if (held_.size() != before)
+        last_source_ = last_sink_ = nullptr; // a freed address may come back as another region
+}
+
 bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
 {
     void* ctx = e.op_context;
@@ -327,17 +405,20 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
     const bool is_slot = p >= base && p < base + slots_.size() * sizeof(Slot);
     const auto slot = static_cast<std::uint32_t>((p - base) / sizeof(Slot));
 
-    // A peer's notification carries no context of ours (or a receive slot it
-    // consumed); a local write_notify completion may also carry
-    // FI_REMOTE_CQ_DATA (sockets sets it), but with the poster's context.
-    if ((e.flags & FI_REMOTE_CQ_DATA) && (is_slot || ctx == nullptr)) {
-        c = Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data), {}};
+    // A peer's notification is a remote write with CQ data. Its context is
+    // no pointer of ours: nullptr, a receive slot it consumed (FI_RX_CQ_DATA),
+    // or whatever the provider put there (shm: its command's msg_id, 0x1 ...).
+    // A local write_notify completion may also carry FI_REMOTE_CQ_DATA
+    // (sockets sets it), but never FI_REMOTE_WRITE.
+    if ((e.flags & FI_REMOTE_CQ_DATA) && ((e.flags & FI_REMOTE_WRITE) || is_slot || ctx == nullptr)) {
+        c = Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
         if (is_slot) // FI_RX_CQ_DATA: the notification consumed a receive
             repost(slot);
         return true;
     }
     if (!is_slot) {
         c = Completion{ctx, detail::op_from_flags(e.flags), e.len, 0, {}};
+        --in_flight_;
         return true;
     }
     std::byte* buf = slots_[slot].buf;

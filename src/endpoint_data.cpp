@@ -55,8 +55,10 @@ Endpoint::AtomicScratch* Endpoint::next_scratch() noexcept
 std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteRegion& dst,
                                   void* context, std::size_t signal_every, Peer peer)
 {
-    for (const Write& w : writes)
+    for (const Write& w : writes) {
         (void)dst.write_address(w.offset, w.src.len);
+        keep_source(w.src);
+    }
     // Unsignaled writes hold transmit slots until a later signaled one
     // completes: signal at least every half queue.
     const std::size_t half_queue = std::max<std::size_t>(1, info()->tx_attr->size / 2);
@@ -86,6 +88,7 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         else if (r != 0)
             detail::throw_error("fi_writemsg", static_cast<int>(r), provider());
         signaled += signal;
+        in_flight_ += signal;
     }
     return signaled;
 }
@@ -110,8 +113,11 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
     if (total - 1 >= max_transfer_) [[unlikely]]
         if (odd_length("writev", Op::write, total, context))
             return;
+    for (const Local& l : src)
+        keep_source(l);
     fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
     post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
+    ++in_flight_;
 }
 
 void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
@@ -121,6 +127,7 @@ void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t 
     // Op::notify. The message must not overtake the data: ordered when the
     // provider promises send-after-write, else weft waits for delivery first.
     take_credit(); // before the write, so that a write is never left without its notify
+    keep_source(src);
     if (ordered_saw_) {
         post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, key, &internal_);
     } else {
@@ -129,16 +136,54 @@ void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t 
         fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, &fence_, 0};
         fence_done_ = false;
         post<fi_writemsg>("fi_writemsg", &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
-        const auto deadline = Deadline::after(post_timeout_);
-        std::uint32_t spins = 0;
-        while (!fence_done_) {
-            stash_some();
-            if ((++spins & 255u) == 0 && deadline.expired())
-                detail::throw_error("write_notify", -FI_ETIMEDOUT, provider(),
-                                    "the write before the notify message never completed");
-        }
+        await_fence(Deadline::after(post_timeout_), "the write before the notify message");
     }
     send_frame(frame::type_notify, value, Local{}, context, peer);
+}
+
+void Endpoint::await_fence(Deadline deadline, const char* what)
+{
+    std::uint32_t spins = 0;
+    while (!fence_done_) {
+        stash_some();
+        if ((++spins & 255u) == 0 && deadline.expired())
+            detail::throw_error(
+                "wait", -FI_ETIMEDOUT, provider(),
+                fmt::format("{} never completed{}", what,
+                            quirks_.target_needs_progress
+                                ? ": this provider moves data only while the peer reads its "
+                                  "completion queue, so the peer must poll or run a progress "
+                                  "thread (Progress::automatic); or the peer is gone"
+                                : ": is the peer alive?"));
+    }
+}
+
+void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
+{
+    if (ep_ == nullptr)
+        closed_error("flush");
+    // Reads are ordered behind earlier writes at the target on every provider
+    // but shm, whose reads skip its command queue unless asked for delivery
+    // completion (smr_generic_rma in 1.17).
+    auto* sink = reinterpret_cast<std::byte*>(next_scratch());
+    iovec iov{sink, 1};
+    void* desc = scratch_mr_->desc();
+    fi_rma_iov rma{readable.read_address(0, 1), 1, readable.key()};
+    fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, &fence_, 0};
+    fence_done_ = false;
+    post<fi_readmsg>("fi_readmsg(flush)", &msg,
+                     FI_COMPLETION | (queue_bypassing_reads_ ? FI_DELIVERY_COMPLETE : 0));
+    await_fence(deadline, "the flush read");
+    unflushed_ = false;
+}
+
+void Endpoint::flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer)
+{
+    // The read itself would go through the queue only with delivery
+    // completion, and then so would every later one: one queued byte of the
+    // same region, waited for here, drains what was queued before it.
+    flush(RemoteRegion(src.read_address(offset, 1), 1, src.key(), src.flags()), peer,
+          Deadline::after(post_timeout_));
 }
 
 void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
@@ -163,8 +208,13 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
     if (total - 1 >= max_transfer_) [[unlikely]]
         if (odd_length("readv", Op::read, total, context))
             return;
+    for (const Local& l : dst)
+        keep_sink(l);
+    if (unflushed_)
+        flush_before_read(src, offset, peer);
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
     post<fi_readmsg>("fi_readmsg", &msg, FI_COMPLETION);
+    ++in_flight_;
 }
 
 void Endpoint::inject_too_big(std::size_t len) const
@@ -196,7 +246,9 @@ void Endpoint::send(Local src, void* context, Peer peer)
         complete_locally(Op::send, context, src.len);
         return;
     }
+    keep_source(src);
     post<fi_send>("fi_send", src.addr, src.len, src.desc, peer.addr, context);
+    ++in_flight_;
 }
 
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
@@ -207,8 +259,11 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
     std::array<iovec, 2> iov{iovec{header, frame::header_size}, iovec{payload.addr, payload.len}};
     std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
     const std::size_t count = payload.len ? 2 : 1;
+    if (payload.len)
+        keep_source(payload);
     fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
     post<fi_sendmsg>("fi_sendmsg", &msg, FI_COMPLETION);
+    in_flight_ += ours(context) ? 0 : 1;
 }
 
 void Endpoint::unsupported(const char* what) const
@@ -230,12 +285,14 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
     if (result.len < sizeof(std::uint64_t))
         throw UsageError("fetch_add", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
+    keep_sink(result);
     auto* s = next_scratch();
     s->operand = operand;
     const void* buf = quirks_.atomic_operands_by_value
                           ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
                           : &s->operand;
     post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_mr_->desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
+    ++in_flight_;
 }
 
 void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t offset,
@@ -248,6 +305,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
     if (result.len < sizeof(std::uint64_t))
         throw UsageError("compare_swap", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
+    keep_sink(result);
     auto* s = next_scratch();
     s->operand = desired;
     s->compare = expected;
@@ -258,6 +316,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
     const void* compare =
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(expected)) : &s->compare;
     post<fi_compare_atomic>("fi_compare_atomic", swap, 1, desc, compare, desc, result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
+    ++in_flight_;
 }
 
 // ---- completions ----
@@ -275,6 +334,7 @@ std::size_t Endpoint::translate_all(const fi_cq_data_entry* entries, std::size_t
         if (!(e.flags & FI_REMOTE_CQ_DATA) && e.op_context != &internal_ &&
             e.op_context != &fence_ && (p < slots_lo || p >= slots_hi)) [[likely]] {
             out[m++] = Completion{e.op_context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            --in_flight_;
             continue;
         }
         if (translate(e, out[m]))
@@ -287,7 +347,7 @@ std::size_t Endpoint::drain(std::span<Completion> out)
 {
     activity_.note();
     std::array<fi_cq_data_entry, poll_batch> entries;
-    const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
+    const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
     const std::size_t m = translate_all(entries.data(), n, out);
     if (credits_)
         grant_credits();
@@ -342,6 +402,8 @@ std::size_t Endpoint::poll_slow(std::span<Completion> out)
         out[n++] = deferred_.pop_front();
     if (n < out.size())
         n += drain(out.subspan(n));
+    if (in_flight_ <= 0 && !held_.empty())
+        release_idle();
     return lend(out.first(n));
 }
 
@@ -358,6 +420,8 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
 {
     if (ep_ == nullptr) [[unlikely]]
         closed_error(what);
+    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
+    spun_out_ = false;
     if (!lent_.empty())
         repost_lent();
     auto take = [&](Completion c) {
@@ -382,15 +446,25 @@ Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what
             else
                 deferred_.push_back(got[i]);
         }
-        if (hit != n)
+        if (hit != n) {
+            if (in_flight_ <= 0 && !held_.empty())
+                release_idle();
             return take(got[hit]);
+        }
         if ((++spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
-            wait_timeout(what);
+            wait_timeout(what, late);
     }
 }
 
-void Endpoint::wait_timeout(const char* what) const
+void Endpoint::wait_timeout(const char* what, bool late) const
 {
+    if (late)
+        detail::throw_error("wait", -FI_ETIMEDOUT, provider(),
+                            fmt::format("the deadline had already passed when the wait for {} "
+                                        "began, and nothing had completed: nothing is known to "
+                                        "be wrong with the peer. Give the wait a deadline in the "
+                                        "future (Deadline::after, or Deadline::never())",
+                                        what));
     std::string hint = fmt::format("no completion for {} before the deadline", what);
     if (quirks_.target_needs_progress)
         hint += "; this provider moves data only while the peer reads its completion "

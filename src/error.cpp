@@ -15,9 +15,9 @@
 namespace weft {
 
 Error::Error(std::string call, int code, std::string provider, const std::string& message,
-             void* context)
+             void* context, bool peer_lost)
     : std::runtime_error(message), call_(std::move(call)), code_(code),
-      provider_(std::move(provider)), context_(context)
+      provider_(std::move(provider)), context_(context), peer_lost_(peer_lost)
 {
 }
 

@@ -51,6 +51,20 @@ std::shared_ptr<Endpoint> Listener::accept(const std::shared_ptr<Domain>& domain
     return Endpoint::accept(domain, wait_request(token, deadline), options, deadline);
 }
 
+std::optional<EventQueue::Event> Listener::poll_request()
+{
+    while (auto ev = eq_->read("a connection request (FI_CONNREQ)"))
+        if (ev->type == FI_CONNREQ && ev->info)
+            return ev;
+    return std::nullopt;
+}
+
+void Listener::reject(const EventQueue::Event& request) noexcept
+{
+    if (request.info)
+        (void)fi_reject(fid_.get(), request.info->get()->handle, nullptr, 0);
+}
+
 EventQueue::Event Listener::wait_request(std::span<const std::byte> token, Deadline deadline)
 {
     for (;;) {
@@ -62,7 +76,7 @@ EventQueue::Event Listener::wait_request(std::span<const std::byte> token, Deadl
                            (ev.data.size() >= token.size() &&
                             std::equal(token.begin(), token.end(), ev.data.begin()));
         if (!match) {
-            (void)fi_reject(fid_.get(), ev.info->get()->handle, nullptr, 0);
+            reject(ev);
             continue;
         }
         return ev;

@@ -6,9 +6,11 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +41,15 @@ std::string memlock_text()
                        "raise it: `ulimit -l unlimited`, LimitMEMLOCK=infinity for systemd "
                        "services, or a memlock line in /etc/security/limits.conf",
                        limit_text(lim.rlim_cur), limit_text(lim.rlim_max));
+}
+
+/// Memory and swap of this machine, in bytes (0 when unknown).
+std::uint64_t machine_memory()
+{
+    struct sysinfo si{};
+    if (sysinfo(&si) != 0)
+        return 0;
+    return (std::uint64_t(si.totalram) + si.totalswap) * si.mem_unit;
 }
 
 } // namespace
@@ -98,10 +109,26 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
         throw UsageError("MemoryRegion::allocate", -FI_EINVAL, std::string(domain->provider()),
                          "cannot allocate an empty region");
     const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    // The largest size a pointer can span after rounding to whole pages.
+    const std::size_t largest = (std::size_t{PTRDIFF_MAX} / page) * page;
+    if (size > largest)
+        throw UsageError("MemoryRegion::allocate", -FI_EINVAL, std::string(domain->provider()),
+                         fmt::format("{} B cannot be allocated: no address space holds more than "
+                                     "{} B; ask for what the region needs",
+                                     size, largest));
     const std::size_t rounded = (size + page - 1) / page * page;
-    void* p = std::aligned_alloc(page, rounded);
+    // allocate() zeroes what it returns: under overcommit a region larger than
+    // memory and swap would be granted, then the zeroing would summon the OOM killer.
+    const std::uint64_t machine = machine_memory();
+    void* p = machine && rounded > machine ? nullptr : std::aligned_alloc(page, rounded);
     if (!p)
-        throw std::bad_alloc();
+        detail::throw_error(
+            "MemoryRegion::allocate", -FI_ENOMEM, std::string(domain->provider()),
+            fmt::format("could not allocate {} B ({:.1f} GiB; memory and swap here: {:.1f} GiB): "
+                        "ask for less, or register memory the application already has "
+                        "(MemoryRegion::register_memory)",
+                        size, double(size) / double(1ull << 30),
+                        double(machine) / double(1ull << 30)));
     if (placement == Placement::near_device) {
         // Prefer the device's node, then touch the pages so they land there.
         const int node = providers::numa_node(domain->info().get());

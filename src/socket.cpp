@@ -20,6 +20,14 @@
 
 namespace weft::detail {
 
+std::string late_text(std::string_view doing, std::string_view where)
+{
+    return fmt::format("the deadline had already passed before {} ({}) began, so weft did not "
+                       "wait: nothing is known to be wrong there. Give the call a deadline in "
+                       "the future (Deadline::after, or Deadline::never())",
+                       doing, where);
+}
+
 [[noreturn]] void side_fail(int code, const std::string& message)
 {
     if (code == -FI_ETIMEDOUT)

@@ -15,6 +15,8 @@
 
 namespace weft::detail {
 
+/// The message for a wait whose deadline had passed before it began.
+std::string late_text(std::string_view doing, std::string_view where);
 /// Throws the side channel's error (TimeoutError for -FI_ETIMEDOUT).
 [[noreturn]] void side_fail(int code, const std::string& message);
 /// The same for a failed system call, from errno.

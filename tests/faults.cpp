@@ -64,9 +64,9 @@ Options peer_options()
     test::fill_pattern(src.bytes().first(n), seed);
     int ctx = 0;
     c.write(src.slice(0, n), dst, off, &ctx);
-    (void)c.endpoint().wait(&ctx, Deadline::after(wait));
+    (void)c.wait(&ctx, Deadline::after(wait));
     c.read(sink.slice(0, n), dst, off, &ctx);
-    (void)c.endpoint().wait(&ctx, Deadline::after(wait));
+    (void)c.wait(&ctx, Deadline::after(wait));
     return std::memcmp(sink.data(), src.data(), n) == 0;
 }
 
@@ -100,6 +100,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
             RemoteRegion remote;
             Clock::time_point started, failed_at;
             std::string error;
+            bool lost = false;
             std::exception_ptr other;
             bool intact = true;
             std::atomic<std::uint64_t> rounds{0};
@@ -123,6 +124,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
                 }
             } catch (const Error& e) {
                 s->error = e.what();
+                s->lost = e.peer_lost();
                 s->failed_at = Clock::now();
             } catch (...) {
                 s->other = std::current_exception();
@@ -156,6 +158,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
             INFO("error: " << s->error);
             REQUIRE(s->intact);
             REQUIRE_FALSE(s->error.empty());
+            CHECK(s->lost); // a killed peer is lost, not a refused access
             const auto after_kill = s->failed_at - (s->started + 200ms);
             // "Within seconds": a wait's 5 s, or the 10 s a post may retry a full
             // queue (ofi_rxm keeps reconnecting to the dead peer), whichever ends it.

@@ -86,6 +86,11 @@ public:
     /// block. Waits up to `wait` for it.
     bool readable(std::chrono::milliseconds wait = {}) const;
 
+    /// True when the peer has closed the side channel (it exited, was killed,
+    /// or closed its end), waiting up to `wait` for that to show. Data the
+    /// peer sent and this side has not read yet counts as alive.
+    bool peer_closed(std::chrono::milliseconds wait = {}) const;
+
     /// Tells the peer why this side failed (best effort, never throws).
     void send_error(std::string_view what) noexcept;
 
@@ -104,8 +109,15 @@ public:
                 std::string_view secret = {});
 
 private:
-    void write_all(const void* p, std::size_t n, Deadline deadline, std::string_view what);
-    void read_all(void* p, std::size_t n, Deadline deadline, std::string_view what);
+    friend class Server; // hands over sockets its own handshakes took through hello
+    SideChannel(int fd, std::string peer, bool authenticated) noexcept
+        : fd_(fd), peer_(std::move(peer)), authenticated_(authenticated)
+    {
+    }
+    void live(std::string_view call) const;
+    // `late`: the deadline had passed before the call began (not the peer's fault).
+    void write_all(const void* p, std::size_t n, Deadline deadline, bool late, std::string_view what);
+    void read_all(void* p, std::size_t n, Deadline deadline, bool late, std::string_view what);
     void hello(Deadline deadline, Role role, std::string_view secret);
     void authenticate(Deadline deadline, Role role, std::string_view secret);
 
@@ -125,6 +137,8 @@ public:
 
     std::uint16_t port() const noexcept { return port_; }
     const std::string& host() const noexcept { return host_; }
+    /// The listening socket (non-blocking), for an event loop.
+    int fd() const noexcept { return fd_; }
     /// Accepts the next client and does the Hello (and shared-secret) exchange.
     SideChannel accept(Deadline deadline, std::string_view secret = {});
 

@@ -40,7 +40,10 @@ public:
         std::byte* data() const noexcept { return data_; }
         std::size_t size() const noexcept { return size_; }
         /// The whole block, or [offset, offset+len), for the data path.
-        Local local() const noexcept { return {data_, size_, desc_}; }
+        Local local() const noexcept
+        {
+            return {data_, size_, desc_, pool_ ? &pool_->region() : nullptr};
+        }
         Local slice(std::size_t offset, std::size_t len) const;
         /// Byte offset of this block in the pool's region (for a peer's RemoteRegion).
         std::size_t offset() const noexcept;

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "weft/bootstrap.hpp"
 #include "weft/deadline.hpp"
@@ -35,10 +36,16 @@ public:
     static Connection connect(std::string_view host_port, const Options& options,
                               Deadline deadline);
 
-    Endpoint& endpoint() const noexcept { return *endpoint_; }
+    /// The endpoint; a moved-from Connection throws UsageError here and in
+    /// every call below that needs it.
+    Endpoint& endpoint() const { return live("Connection::endpoint"); }
     const std::shared_ptr<Endpoint>& endpoint_ptr() const noexcept { return endpoint_; }
     Peer peer() const noexcept { return peer_; }
-    const Selection& selection() const noexcept { return *selection_; }
+    const Selection& selection() const
+    {
+        (void)live("Connection::selection");
+        return *selection_;
+    }
     const std::shared_ptr<Domain>& domain() const noexcept { return domain_; }
     SideChannel& side() noexcept { return side_; }
     /// Client side: the server's Selection::report(), i.e. which provider it
@@ -62,29 +69,81 @@ public:
 
     /// Sends `mine` and returns the peer's RemoteRegion (both sides call it).
     RemoteRegion exchange(const RemoteRegion& mine, Deadline deadline);
-    /// Returns once both sides have called it.
+    /// Returns once both sides have called it, and every write either side
+    /// completed before calling it is in the other side's memory (each side
+    /// flushes its writes first: Endpoint::flush). Drives this side's progress
+    /// while it waits, so a peer's flush never waits for it.
     void barrier(Deadline deadline);
 
-    // Data path with the peer bound (same as Endpoint's, Peer filled in).
+    // Data path with the peer bound (Endpoint's, Peer filled in). A failure
+    // says what it means for the peer: Error::peer_lost() when the peer has
+    // gone (its side channel closed), or, when it is still there, that it
+    // most likely refused the access.
     void write(Local src, const RemoteRegion& dst, std::uint64_t off, void* ctx) const
     {
-        endpoint_->write(src, dst, off, ctx, peer_);
+        try {
+            live("Connection::write").write(src, dst, off, ctx, peer_);
+        } catch (const Error& e) {
+            explain(e);
+        }
     }
     void read(Local dst, const RemoteRegion& src, std::uint64_t off, void* ctx) const
     {
-        endpoint_->read(dst, src, off, ctx, peer_);
+        try {
+            live("Connection::read").read(dst, src, off, ctx, peer_);
+        } catch (const Error& e) {
+            explain(e);
+        }
     }
     void write_notify(Local src, const RemoteRegion& dst, std::uint64_t off, std::uint32_t value,
                       void* ctx) const
     {
-        endpoint_->write_notify(src, dst, off, value, ctx, peer_);
+        try {
+            live("Connection::write_notify").write_notify(src, dst, off, value, ctx, peer_);
+        } catch (const Error& e) {
+            explain(e);
+        }
     }
-    void send(Local src, void* ctx) const { endpoint_->send(src, ctx, peer_); }
+    void send(Local src, void* ctx) const
+    {
+        try {
+            live("Connection::send").send(src, ctx, peer_);
+        } catch (const Error& e) {
+            explain(e);
+        }
+    }
+    /// Endpoint::wait and wait_for, with failures explained as above.
+    Completion wait(void* context, Deadline deadline) const
+    {
+        try {
+            return live("Connection::wait").wait(context, deadline);
+        } catch (const Error& e) {
+            explain(e);
+        }
+    }
+    Completion wait_for(Op op, Deadline deadline) const
+    {
+        try {
+            return live("Connection::wait_for").wait_for(op, deadline);
+        } catch (const Error& e) {
+            explain(e);
+        }
+    }
 
     Connection(std::shared_ptr<const Selection> selection, std::shared_ptr<Domain> domain,
                std::shared_ptr<Endpoint> endpoint, Peer peer, SideChannel side);
 
 private:
+    Endpoint& live(const char* call) const
+    {
+        if (!endpoint_) [[unlikely]]
+            moved_from(call);
+        return *endpoint_;
+    }
+    [[noreturn]] static void moved_from(const char* call);
+    /// Rethrows `e`, as a lost peer when the side channel says the peer has gone.
+    [[noreturn]] void explain(const Error& e) const;
+
     std::shared_ptr<const Selection> selection_;
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<Endpoint> endpoint_;
@@ -92,6 +151,9 @@ private:
     SideChannel side_;
     std::string peer_report_;
     std::string host_port_; // client side: where reconnect() goes
+    // barrier(): a byte the peer reads to flush its writes, and the peer's.
+    std::shared_ptr<MemoryRegion> flush_mr_;
+    RemoteRegion peer_flush_;
     std::optional<Options> options_;
     int reconnects_ = 0;
 };
@@ -99,6 +161,16 @@ private:
 /// Accepts Connections: owns the side-channel listener, the selection, and the
 /// fabric objects shared by its connections (the MSG listener, or the one RDM
 /// endpoint all RDM peers share).
+///
+/// Bootstraps run concurrently inside accept(): a client that is slow to start,
+/// silent, or not weft at all costs the others nothing. Each side-channel
+/// connection has Options::handshake_timeout from its TCP connect to a
+/// connected endpoint; one that fails is dropped and counted (rejections()),
+/// and accept() goes on waiting for the next client until its own deadline.
+///
+/// Threading: accept() and rejections() may be called from several threads at
+/// once; each Connection comes out of exactly one accept(). A moved-from
+/// Server throws UsageError.
 class Server {
 public:
     /// Chooses the provider now (see selection().report()) and listens on
@@ -106,23 +178,30 @@ public:
     Server(const Options& options, std::string_view host, std::uint16_t port);
     /// The same on a side-channel listener the caller already opened.
     Server(const Options& options, SideListener listener);
+    ~Server();
+    Server(Server&&) noexcept;
+    Server& operator=(Server&&) noexcept;
 
-    std::uint16_t port() const noexcept { return side_.port(); }
-    const Selection& selection() const noexcept { return *selection_; }
+    std::uint16_t port() const;
+    const Selection& selection() const;
 
-    /// Accepts the next client: bootstrap, fabric connection (MSG) or address
-    /// exchange (RDM), until `deadline`.
+    /// The next client whose bootstrap and fabric connection (MSG) or address
+    /// exchange (RDM) completed; TimeoutError when none did before `deadline`.
     Connection accept(Deadline deadline);
 
+    /// Side-channel connections that did not become a Connection (strangers,
+    /// garbage, wrong secrets, clients that failed or timed out).
+    struct Rejections {
+        std::uint64_t count = 0;
+        std::vector<std::string> recent; ///< the last few reasons, oldest first
+    };
+    Rejections rejections() const;
+
+    struct State;
+
 private:
-    std::shared_ptr<const Selection> selection_;
-    SideListener side_;
-    std::string secret_;
-    std::shared_ptr<Fabric> fabric_;
-    std::shared_ptr<Domain> domain_;
-    std::shared_ptr<Listener> listener_;    // MSG
-    std::shared_ptr<Endpoint> rdm_;         // RDM
-    bool rdm_handed_out_ = false;           // RDM: rdm_ serves a connection already
+    State& state(const char* call) const;
+    std::unique_ptr<State> state_;
 };
 
 } // namespace weft

@@ -17,7 +17,15 @@ class Deadline {
 public:
     constexpr explicit Deadline(Clock::time_point when) noexcept : when_(when) {}
 
-    static Deadline after(Clock::duration d) noexcept { return Deadline(Clock::now() + d); }
+    /// Now plus `d`; a duration too long to add (Clock::duration::max())
+    /// saturates to never().
+    static Deadline after(Clock::duration d) noexcept
+    {
+        const auto now = Clock::now();
+        return Deadline(d >= Clock::time_point::max() - now ? Clock::time_point::max() : now + d);
+    }
+    /// A deadline that never passes.
+    static constexpr Deadline never() noexcept { return Deadline(Clock::time_point::max()); }
 
     bool expired() const noexcept { return Clock::now() >= when_; }
     Clock::time_point when() const noexcept { return when_; }

@@ -25,6 +25,7 @@
 #include "weft/completion_queue.hpp"
 #include "weft/deadline.hpp"
 #include "weft/domain.hpp"
+#include "weft/error.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/memory_region.hpp"
 #include "weft/progress.hpp"
@@ -62,6 +63,9 @@ constexpr Op op_from_flags(std::uint64_t flags) noexcept
 struct Completion {
     void* context = nullptr; ///< as given when posting; nullptr for recv and notify
     Op op = Op::send;
+    /// Bytes moved by this side's operation, or received (recv). 0 for a
+    /// notification on every provider (some report the written length, others
+    /// cannot): carry a length in the notification's value if the target needs it.
     std::size_t len = 0;
     std::uint32_t data = 0; ///< notify: the 32-bit value the writer attached
     /// recv: the payload, valid until the next poll / wait call on this endpoint.
@@ -81,6 +85,15 @@ public:
     static std::shared_ptr<Endpoint> accept(std::shared_ptr<Domain> domain,
                                             EventQueue::Event request, const Options& options,
                                             Deadline deadline);
+    /// MSG, server side, without blocking: accepts the FI_CONNREQ (fi_accept)
+    /// and returns; call accept_step() until it says the connection is up.
+    static std::shared_ptr<Endpoint> begin_accept(std::shared_ptr<Domain> domain,
+                                                  EventQueue::Event request,
+                                                  const Options& options);
+    /// Takes what has arrived for a begin_accept() endpoint (FI_CONNECTED,
+    /// the peer's hello) without blocking; true once connected and greeted.
+    /// Throws when the connection failed.
+    bool accept_step();
     /// RDM: an enabled endpoint with its own address vector.
     static std::shared_ptr<Endpoint> open_rdm(std::shared_ptr<Domain> domain,
                                               const Options& options);
@@ -155,7 +168,8 @@ public:
     void writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
                 void* context, Peer peer = {});
     /// RMA write that also raises an Op::notify completion carrying `value` at
-    /// the target, after the data is in place.
+    /// the target, after the data is in place. One write_notify is exactly one
+    /// notification at the target, on every provider.
     void write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
                       std::uint32_t value, void* context, Peer peer = {});
     /// RMA read of `src` at `offset` into `dst`.
@@ -199,6 +213,16 @@ public:
     Completion wait_for(Op op, Deadline deadline);
     /// Drives provider progress without taking completions (MANUAL providers).
     void progress() noexcept { cq_->progress(); }
+
+    /// Returns once every write this endpoint has completed to `peer` is in the
+    /// peer's memory, where the peer's CPU, and any later message on any
+    /// channel, sees it: an RMA read of one byte of `readable` (a region of the
+    /// peer's with remote-read access), ordered behind those writes, waited for
+    /// here. A write's completion alone promises that much only to a read or a
+    /// notification that follows on this endpoint (README: what a completion
+    /// means); Connection::barrier() flushes both ways. Other completions that
+    /// arrive meanwhile are kept for later polls.
+    void flush(const RemoteRegion& readable, Peer peer, Deadline deadline);
 
     /// How long a post keeps retrying -FI_EAGAIN before TimeoutError.
     void set_post_timeout(Clock::duration d) noexcept { post_timeout_ = d; }
@@ -260,11 +284,37 @@ private:
     template <class Pred>
     Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
     void stash_some();
+    void keep_source(const Local& l)
+    {
+        if (l.region != last_source_) [[unlikely]]
+            keep_slow(l.region, false);
+    }
+    void keep_sink(const Local& l)
+    {
+        if (l.region != last_sink_) [[unlikely]]
+            keep_slow(l.region, true);
+    }
+    void keep_slow(const MemoryRegion* region, bool sink);
+    void release_idle() noexcept;
+    /// cq_->read, counting a failed operation of the caller's as completed.
+    std::size_t read_cq(fi_cq_data_entry* entries, std::size_t n)
+    {
+        try {
+            return cq_->read(entries, n);
+        } catch (const Error& e) {
+            failed(e.context());
+            throw;
+        }
+    }
+    void failed(void* context) noexcept;
+    bool ours(const void* ctx) const noexcept;
     void complete_locally(Op op, void* context, std::size_t len)
     {
         deferred_.push_back(Completion{context, op, len, 0, {}});
     }
     Completion wait_slow(void* context, Deadline deadline);
+    void flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer);
+    void await_fence(Deadline deadline, const char* what);
     Completion wait_for_slow(Op op, Deadline deadline);
     void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);
@@ -279,7 +329,7 @@ private:
                     Peer peer);
     [[noreturn]] void unsupported(const char* what) const;
     [[noreturn]] void closed_error(const char* call) const;
-    [[noreturn]] void wait_timeout(const char* what) const;
+    [[noreturn]] void wait_timeout(const char* what, bool late) const;
     [[noreturn]] void inject_too_big(std::size_t len) const;
     /// Zero bytes (true: completed locally) or more than max_msg_size (throws).
     bool odd_length(const char* call, Op op, std::size_t len, void* context);
@@ -312,7 +362,13 @@ private:
     bool selective_ = false;     // FI_SELECTIVE_COMPLETION: unsignaled writes complete silently
     Clock::duration post_timeout_ = std::chrono::seconds(10);
     bool awaiting_hello_ = false; // MSG server: the first message must be weft's hello
+    bool connected_ = false;      // MSG server: FI_CONNECTED arrived
+    bool spun_out_ = false;       // spin_one returned because the deadline passed
     bool fence_done_ = false;
+    // Quirks::reads_overtake_queued_writes: set by a queued (injected)
+    // write_notify, cleared by a flush; reads flush first while it is set.
+    bool queue_bypassing_reads_ = false;
+    bool unflushed_ = false;
     // Flow control where a message finding no posted receive is fatal (iWARP):
     // the peer tells us, by RMA write into control_mr_, how many receives it
     // has reposted; we send only while sent_ < peer_slots_ + that count.
@@ -324,6 +380,14 @@ private:
     std::uint64_t sent_ = 0;
     std::uint64_t reposted_ = 0;
     std::uint64_t granted_ = 0;
+    // Regions that posted operations use (Local::region), held until no
+    // operation is in flight and the caller has dropped them (release_idle):
+    // freeing a region under a pending read would let the provider write into
+    // freed memory. One cached region per role keeps the fast path one compare.
+    std::vector<std::shared_ptr<const MemoryRegion>> held_;
+    const MemoryRegion* last_source_ = nullptr;
+    const MemoryRegion* last_sink_ = nullptr;
+    std::int64_t in_flight_ = 0; // caller's operations posted and not yet completed
     Activity activity_;          // polls seen, so the progress thread can stay out of the way
     int internal_ = 0;           // its address marks weft's own operations
     int fence_ = 0;              // its address marks a write weft waits for itself
@@ -372,7 +436,9 @@ inline void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t of
         complete_locally(Op::write, context, src.len);
         return;
     }
+    keep_source(src);
     post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
+    ++in_flight_;
 }
 
 inline void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset,
@@ -382,7 +448,11 @@ inline void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t off
     if (dst.len - 1 >= max_transfer_) [[unlikely]]
         if (odd_length("read", Op::read, dst.len, context))
             return;
+    keep_sink(dst);
+    if (unflushed_) [[unlikely]]
+        flush_before_read(src, offset, peer);
     post<fi_read>("fi_read", dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
+    ++in_flight_;
 }
 
 inline void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
@@ -401,7 +471,7 @@ inline std::size_t Endpoint::poll(std::span<Completion> out)
     if (deferred_.empty() && plain() && !out.empty()) [[likely]] {
         activity_.note();
         std::array<fi_cq_data_entry, poll_batch> entries;
-        const std::size_t n = cq_->read(entries.data(), std::min(poll_batch, out.size()));
+        const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
         return n == 0 ? 0 : take_entries(entries.data(), n, out);
     }
     return poll_slow(out);
@@ -421,10 +491,13 @@ inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint
         post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr,
                                   dst.key());
         complete_locally(Op::write, context, src.len);
+        unflushed_ = queue_bypassing_reads_; // a read must not overtake it (Quirks)
         return;
     }
+    keep_source(src);
     post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value, peer.addr, addr,
                        dst.key(), context);
+    ++in_flight_;
 }
 
 /// The waits' fast path: spins on the queue one entry at a time. The first
@@ -437,7 +510,7 @@ template <class Accept>
     for (std::uint32_t spins = 1;; ++spins) {
         activity_.note();
         fi_cq_data_entry e;
-        if (cq_->read(&e, 1) == 1) {
+        if (read_cq(&e, 1) == 1) {
             if (std::optional<Completion> c = accept(e)) [[likely]]
                 return c;
             Completion c;
@@ -445,8 +518,10 @@ template <class Accept>
                 deferred_.push_back(c); // the slow path finds it there
             return std::nullopt;
         }
-        if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
+        if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]] {
+            spun_out_ = true; // the slow path tells this from a deadline passed on entry
             return std::nullopt;
+        }
     }
 }
 
@@ -457,7 +532,7 @@ inline Completion Endpoint::wait_for(Op op, Deadline deadline)
     if (op == Op::notify && plain() && !holds(Op::notify)) [[likely]] {
         const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
             if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
-                return Completion{nullptr, Op::notify, e.len, static_cast<std::uint32_t>(e.data), {}};
+                return Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
             return std::nullopt;
         };
         if (auto c = spin_one(notify, deadline))
@@ -475,9 +550,11 @@ inline Completion Endpoint::wait(void* context, Deadline deadline)
     // One operation in flight, the common case: nothing held back, and the
     // next entry is this one.
     if (deferred_.empty() && plain()) [[likely]] {
-        const auto mine = [context](const fi_cq_data_entry& e) -> std::optional<Completion> {
-            if (e.op_context == context && !(e.flags & (FI_REMOTE_CQ_DATA | FI_RECV)))
+        const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
+                --in_flight_;
                 return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            }
             return std::nullopt;
         };
         if (auto c = spin_one(mine, deadline))

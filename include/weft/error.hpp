@@ -16,7 +16,7 @@ namespace weft {
 class Error : public std::runtime_error {
 public:
     Error(std::string call, int code, std::string provider, const std::string& message,
-          void* context = nullptr);
+          void* context = nullptr, bool peer_lost = false);
 
     /// The failing call, e.g. "fi_mr_regattr" or "fi_cq_read" for a failed completion.
     const std::string& call() const noexcept { return call_; }
@@ -26,12 +26,18 @@ public:
     const std::string& provider() const noexcept { return provider_; }
     /// For a failed operation: the context it was posted with.
     void* context() const noexcept { return context_; }
+    /// True when the failure is the peer's departure: it exited, was killed,
+    /// or closed its connection (Connection's calls tell this from a refused
+    /// access, which leaves the peer there). Nothing sent to it after the
+    /// failure arrives; its memory is out of reach.
+    bool peer_lost() const noexcept { return peer_lost_; }
 
 private:
     std::string call_;
     int code_;
     std::string provider_;
     void* context_;
+    bool peer_lost_;
 };
 
 /// A deadline passed. code() is -FI_ETIMEDOUT.

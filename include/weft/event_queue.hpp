@@ -33,6 +33,8 @@ public:
     /// event (with fi_eq_strerror text, e.g. "connection refused") and
     /// TimeoutError naming `waiting_for` when the deadline passes.
     Event wait(Deadline deadline, std::string_view waiting_for);
+    /// The next event if one is ready (never blocks); errors as wait().
+    std::optional<Event> read(std::string_view waiting_for);
 
     fid_eq* get() const noexcept { return fid_.get(); }
     const std::shared_ptr<Fabric>& fabric() const noexcept { return fabric_; }
@@ -41,6 +43,8 @@ public:
     EventQueue(Private, std::shared_ptr<Fabric> fabric, detail::FidPtr<fid_eq> fid);
 
 private:
+    std::optional<Event> next(int timeout_ms, std::string_view waiting_for);
+
     std::shared_ptr<Fabric> fabric_;
     detail::FidPtr<fid_eq> fid_;
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,12 @@ public:
     /// The first half of accept(): waits for a matching FI_CONNREQ (rejecting
     /// others) and returns it, for Endpoint::accept.
     EventQueue::Event wait_request(std::span<const std::byte> token, Deadline deadline);
+
+    /// The next connection request if one is waiting (never blocks), for a
+    /// caller that matches requests to clients itself; other events are dropped.
+    std::optional<EventQueue::Event> poll_request();
+    /// Refuses a request from poll_request() or wait_request().
+    void reject(const EventQueue::Event& request) noexcept;
 
     fid_pep* get() const noexcept { return fid_.get(); }
 

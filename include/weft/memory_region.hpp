@@ -32,17 +32,24 @@ enum class Access : std::uint8_t {
 /// node of the device behind the domain (when the machine says which node).
 enum class Placement : std::uint8_t { anywhere, near_device };
 
+class MemoryRegion;
+
 /// A registered span of local memory: what the data path takes as source or
-/// sink. Trivially copyable; valid while its MemoryRegion lives.
+/// sink. Trivially copyable; valid while its MemoryRegion lives. An endpoint
+/// that posts an operation on it keeps `region` alive until the operation has
+/// completed, so dropping the region meanwhile is safe.
 struct Local {
     std::byte* addr = nullptr;
     std::size_t len = 0;
     void* desc = nullptr; ///< fi_mr_desc, passed on every post (needed under FI_MR_LOCAL)
+    /// Where this span comes from (slice() sets it); nullptr for a span built
+    /// by hand, which the caller keeps alive itself and weft cannot check.
+    const MemoryRegion* region = nullptr;
 };
 
 /// Owns one registration (and, from allocate(), the memory too). Keeps its
 /// Domain alive. Registration is not the data path: it may lock and allocate.
-class MemoryRegion {
+class MemoryRegion : public std::enable_shared_from_this<MemoryRegion> {
 public:
     /// Registers caller-owned memory, which must outlive the region.
     /// `bind_to` is required when the provider wants endpoint-bound regions
@@ -77,7 +84,7 @@ public:
     {
         if (revoked_ || offset > memory_.size() || len > memory_.size() - offset) [[unlikely]]
             bad_slice(offset, len);
-        return {memory_.data() + offset, len, desc_};
+        return {memory_.data() + offset, len, desc_, this};
     }
     Local all() const { return slice(0, memory_.size()); }
 
@@ -92,6 +99,9 @@ public:
     /// Returns false when the region was already revoked (a no-op).
     bool revoke() noexcept;
     bool revoked() const noexcept { return revoked_; }
+    /// True for a read-only mapping (map_file without remote write): it can
+    /// be a source, never a sink (the sink of a read, an atomic's result).
+    bool read_only() const noexcept { return read_only_; }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,

@@ -74,6 +74,9 @@ struct Options {
     /// Connecting: how a refused or unreachable server is retried, and whether
     /// Connection::reconnect() may be used after it went away.
     RetryPolicy retry;
+    /// Server: how long one client may take from its TCP connect to a connected
+    /// endpoint (its own libfabric start-up included) before it is dropped.
+    std::chrono::milliseconds handshake_timeout{20000};
 };
 
 struct Rejection {

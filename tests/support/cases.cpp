@@ -92,6 +92,8 @@ Pair connect_pair(Server& server, const Options& o)
     auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
     Options client_options = o;
     client_options.provider.clear(); // the server decides
+    // Allowing shm where the server chose otherwise would be named on stderr.
+    client_options.allow_shm = server.selection().provider() == "shm";
     std::optional<Connection> client;
     try {
         client.emplace(Connection::connect(fmt::format("{}:{}", test_address(), server.port()),

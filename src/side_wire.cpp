@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+#include "side_wire.hpp"
+
+#include <cstring>
+#include <string>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "socket.hpp"
+#include "weft/version.hpp"
+
+namespace weft::detail::side {
+namespace {
+
+constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
+constexpr std::uint32_t hello_requires_secret = 1u << 0;
+
+std::uint32_t le(std::span<const std::byte> b)
+{
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < b.size(); ++i)
+        v |= std::to_integer<std::uint32_t>(b[i]) << (8 * i);
+    return v;
+}
+
+} // namespace
+
+Header encode_header(Frame type, std::size_t payload_size)
+{
+    Header h{};
+    std::memcpy(h.data(), magic.data(), magic.size());
+    const auto put = [&](std::size_t at, std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i)
+            h[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
+    };
+    put(4, bootstrap_version, 2);
+    put(6, static_cast<std::uint16_t>(type), 2);
+    put(8, payload_size, 4);
+    return h;
+}
+
+FrameHead decode_header(std::span<const std::byte, header_size> h, std::string_view peer)
+{
+    if (std::memcmp(h.data(), magic.data(), magic.size()) != 0) {
+        std::string printable;
+        for (std::size_t i = 0; i < 4; ++i) {
+            const auto c = std::to_integer<unsigned char>(h[i]);
+            printable += c >= 32 && c < 127 ? static_cast<char>(c) : '.';
+        }
+        side_fail(-EPROTO, fmt::format("{} is not a weft peer: its first bytes were {:02x} {:02x} "
+                                       "{:02x} {:02x} ('{}'), not 'WEFT'. Check the host:port",
+                                       peer, std::to_integer<unsigned>(h[0]),
+                                       std::to_integer<unsigned>(h[1]),
+                                       std::to_integer<unsigned>(h[2]),
+                                       std::to_integer<unsigned>(h[3]), printable));
+    }
+    const std::uint32_t version = le(h.subspan(4, 2));
+    const FrameHead head{le(h.subspan(6, 2)), le(h.subspan(8, 4))};
+    if (version != bootstrap_version)
+        side_fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
+                                       "program speaks v{}: run the same weft version on both sides",
+                                       peer, version, bootstrap_version));
+    if (head.size > max_payload)
+        side_fail(-EPROTO, fmt::format("{} announced a {} B frame (limit {} B): garbage on the side "
+                                       "channel",
+                                       peer, head.size, max_payload));
+    return head;
+}
+
+void check_frame(const FrameHead& head, Frame expected, std::span<const std::byte> payload,
+                 std::string_view peer)
+{
+    if (head.type == static_cast<unsigned>(Frame::error))
+        side_fail(-FI_ECONNABORTED,
+                  fmt::format("the peer {} failed: {}", peer,
+                              std::string_view(reinterpret_cast<const char*>(payload.data()),
+                                               payload.size())));
+    if (head.type != static_cast<unsigned>(expected))
+        side_fail(-EPROTO, fmt::format("protocol error: expected the {} frame from {}, got frame "
+                                       "type {} ({})",
+                                       to_string(expected), peer, head.type,
+                                       to_string(static_cast<Frame>(head.type))));
+}
+
+std::vector<std::byte> hello_payload(bool requires_secret)
+{
+    const std::string_view v = weft::version;
+    std::vector<std::byte> out(4 + v.size());
+    const std::uint32_t flags = requires_secret ? hello_requires_secret : 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        out[i] = static_cast<std::byte>(flags >> (8 * i));
+    std::memcpy(out.data() + 4, v.data(), v.size());
+    return out;
+}
+
+void check_hello(std::span<const std::byte> payload, bool have_secret, std::string_view peer)
+{
+    if (payload.size() < 4)
+        side_fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
+                                       "side channel",
+                                       peer, payload.size()));
+    const bool peer_requires = (le(payload.first(4)) & hello_requires_secret) != 0;
+    if (peer_requires && !have_secret)
+        side_fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
+                                          "Options::secret (or WEFT_SECRET) to the peer's secret",
+                                          peer));
+    if (!peer_requires && have_secret)
+        side_fail(-FI_EACCES, fmt::format("{} does not use a shared secret, but this side requires "
+                                          "one: nothing was sent to it. Give the peer the same "
+                                          "secret (Options::secret or WEFT_SECRET)",
+                                          peer));
+}
+
+} // namespace weft::detail::side

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// A peer that leaves is reported as lost (Error::peer_lost), distinct from a
+// peer that refuses an access and stays; both on every provider cell.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "support/cases.hpp"
+#include "support/peer_process.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+using weft::test::soon;
+
+namespace {
+
+/// Runs one RMA (read or write) through the Connection and returns its error.
+std::optional<Error> attempt(Connection& c, const Local& l, const RemoteRegion& r, bool read)
+{
+    int ctx = 0;
+    try {
+        if (read)
+            c.read(l, r, 0, &ctx);
+        else
+            c.write(l, r, 0, &ctx);
+        (void)c.wait(&ctx, Deadline::after(20s));
+    } catch (const Error& e) {
+        return e;
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+TEST_CASE("peer lost: a peer that leaves is reported as lost", "[faults][peer-lost][process]")
+{
+    // The peer is a process of its own: on shm a peer endpoint closed in the
+    // same process takes the shared mapping of its queue with it, and the next
+    // post crashes inside libfabric 1.17 (the peer's lock is gone).
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const bool read = GENERATE(false, true);
+    INFO((read ? "read" : "write"));
+    test::PeerProcess peer(WEFT_TEST_PEER_PATH,
+                           {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
+                            test::test_address()});
+    Options o;
+    o.slot_size = (4u << 20) + 64; // as weft-test-peer has it
+    o.rx_slots = 4;
+    std::vector<std::shared_ptr<MemoryRegion>> held; // outlive the connection
+    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), peer.port()),
+                                          o, soon());
+    auto local = held.emplace_back(conn.allocate(1 << 16, Access::remote_write));
+    const RemoteRegion remote = conn.exchange(local->remote(), soon());
+    REQUIRE_FALSE(attempt(conn, local->slice(0, 4096), remote, read));
+    const std::array<std::byte, 1> quit{std::byte{'Q'}}; // the peer returns from main
+    conn.side().send(Frame::data, quit, soon());
+    REQUIRE(conn.side().peer_closed(20000ms)); // it has left
+    // An operation may still complete locally (a write handed to the socket
+    // before the connection's end was seen); within a few, one fails.
+    std::optional<Error> e;
+    for (int i = 0; i < 50 && !e; ++i) {
+        e = attempt(conn, local->slice(0, 4096), remote, read);
+        std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->peer_lost());
+    CHECK_THAT(e->what(), Catch::Contains("is gone"));
+}
+
+TEST_CASE("peer lost: a refused access leaves the peer there, and says so", "[faults][peer-lost]")
+{
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    auto p = test::connect_pair(c);
+    auto target = p.expose(1 << 16, Access::remote_read_write);
+    auto local = p.client.allocate(1 << 16, Access::local);
+    if (p.client.endpoint().quirks().keys_unchecked || p.client.endpoint().quirks().remote_errors_silent) {
+        WARN(c.label() << ": this provider does not refuse a wrong key (Quirks), nothing to tell apart");
+        return;
+    }
+    const RemoteRegion r = target->remote();
+    const RemoteRegion forged(r.base(), r.length(), r.key() ^ 0x5a5a5a, r.flags());
+    // A read: some providers complete a refused write locally and only then
+    // drop the connection.
+    const auto e = attempt(p.client, local->slice(0, 4096), forged, true);
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK_FALSE(e->peer_lost());
+    CHECK_THAT(e->what(), Catch::Contains("RemoteRegion"));
+}
