@@ -66,6 +66,14 @@ def main():
     write("handshake", "error-frame", b"\0" + hello() + frame(7, b"the peer failed: because"))
     write("handshake", "old-version", b"\0" + frame(1, b"\0\0\0\0", version=1))
     write("handshake", "truncated-offer", b"\0" + hello() + offer()[:30])
+    # server: byte 0 = mode (bit0: the server holds a secret), then a stranger's bytes
+    write("server", "hello-ready", b"\0" + hello() + frame(3))
+    write("server", "hello-ready-twice", b"\0" + hello() + frame(3) + frame(3))
+    write("server", "secret-proof", b"\1" + hello(1) + frame(9, b"\x33" * 64))
+    write("server", "secret-missing", b"\1" + hello())
+    write("server", "error-frame", b"\0" + hello() + frame(7, b"the client failed: because"))
+    write("server", "garbage", b"\0GET / HTTP/1.0\r\n\r\n")
+    write("server", "huge-length", b"\0" + b"WEFT" + struct.pack("<HHI", BOOTSTRAP_VERSION, 1, 1 << 30))
 
 
 if __name__ == "__main__":

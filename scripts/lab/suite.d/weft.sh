@@ -40,8 +40,14 @@ check_weft_soak() {
     return "${PIPESTATUS[0]}"
 }
 check_weft_faults() { weft_catch "$WEFT_TESTS/test_faults" "[process]"; }
+# What a completion means, many clients on one server, lost peers, lifetimes.
+check_weft_contract() { weft_catch "$WEFT_TESTS/test_contract"; }
+check_weft_server() { weft_catch "$WEFT_TESTS/test_server"; }
+check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost"; }
+check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
 export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
-    check_weft_batch check_weft_edges check_weft_soak check_weft_faults
+    check_weft_batch check_weft_edges check_weft_soak check_weft_faults check_weft_contract \
+    check_weft_server check_weft_peer_lost check_weft_lifetimes
 run_check "$DEV" weft_verbs check_weft_verbs
 run_check "$DEV" weft_matrix check_weft_matrix
 run_check "$DEV" weft_memory check_weft_memory
@@ -51,6 +57,10 @@ run_check "$DEV" weft_batch check_weft_batch
 run_check "$DEV" weft_edges check_weft_edges
 WEFT_LAB_CHECK_TIMEOUT=600 run_check --show "$DEV" weft_soak check_weft_soak
 run_check "$DEV" weft_faults check_weft_faults
+run_check "$DEV" weft_contract check_weft_contract
+run_check "$DEV" weft_server check_weft_server
+run_check "$DEV" weft_peer_lost check_weft_peer_lost
+run_check "$DEV" weft_lifetimes check_weft_lifetimes
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm
