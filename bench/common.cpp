@@ -10,16 +10,28 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "cpus.hpp"
+#include "sizes.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -72,6 +84,14 @@ std::uint64_t default_iterations(Pattern p)
     }
 }
 
+/// The ends of a run on this machine that poll without sleeping: the client,
+/// and the server where it answers or counts (a passive target sleeps on the
+/// side channel, unless its provider needs it to drive progress).
+int busy_ends(Pattern p)
+{
+    return p == Pattern::lat_write || p == Pattern::lat_notify || p == Pattern::bw_notify ? 2 : 1;
+}
+
 /// Ping-pong patterns count both directions.
 int transfers_per_iteration(Pattern p)
 {
@@ -116,33 +136,171 @@ double usec_per_xfer(const Row& r)
     return r.seconds * 1e6 / (static_cast<double>(r.iterations) * r.transfers_per_iteration);
 }
 
-void write_plot(const std::string& path, Pattern p, const std::string& title,
-                const std::vector<Row>& rows)
+/// A size as an axis label: 8, 512, 1K, 1.5K, 64K, 4M, 1G.
+std::string axis_label(std::size_t v)
 {
-    const std::string data = path + ".dat";
-    {
-        std::ofstream d(data);
-        for (const auto& r : rows)
-            d << r.size << ' ' << (is_latency(p) ? usec_per_xfer(r) : mb_per_s(r)) << '\n';
+    constexpr std::pair<std::size_t, const char*> units[] = {
+        {std::size_t{1} << 30, "G"}, {std::size_t{1} << 20, "M"}, {std::size_t{1} << 10, "K"}};
+    for (const auto& [unit, name] : units)
+        if (v >= unit)
+            return fmt::format("{:.3g}{}", static_cast<double>(v) / static_cast<double>(unit), name);
+    return std::to_string(v);
+}
+
+/// A string inside single quotes in a gnuplot script ('' is a quote).
+std::string gp_quote(const std::string& text)
+{
+    std::string out = "'";
+    for (const char c : text)
+        out += c == '\'' ? std::string("''") : std::string(1, c);
+    return out + "'";
+}
+
+/// The gnuplot script of the plot, the data inline (nothing beside it to clean up).
+std::string gnuplot_script(const std::string& path, const std::string& terminal, Pattern p,
+                        const std::string& title, const std::vector<Row>& rows)
+{
+    const bool vector = terminal == "pdfcairo" || terminal == "epscairo";
+    std::ostringstream g;
+    g << "set terminal " << terminal << (vector ? " size 9in,5.4in" : " size 900,540") << "\n"
+      << "set output " << gp_quote(path) << "\n"
+      << "set title " << gp_quote(title) << " noenhanced\n"
+      << "set logscale x 2\nset grid\nset key off\n"
+      << "set xlabel 'bytes'\n"
+      << "set ylabel '" << (is_latency(p) ? "usec per transfer (one way)" : "MB/s") << "'\n"
+      << (is_latency(p) ? "set logscale y 10\n" : "");
+    // One tic per size measured, in K/M/G, slanted when there are many.
+    g << "set xtics (";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        g << (i ? ", " : "") << '"' << axis_label(rows[i].size) << "\" " << rows[i].size;
+    g << ")" << (rows.size() > 10 ? " rotate by -45" : "") << "\n";
+    if (rows.size() == 1) // one point: give the log axis a range around it
+        g << "set xrange [" << rows[0].size / 2 << ":" << rows[0].size * 2 << "]\n";
+    g << "$data << EOD\n";
+    for (const auto& r : rows)
+        g << r.size << ' ' << (is_latency(p) ? usec_per_xfer(r) : mb_per_s(r)) << '\n';
+    g << "EOD\nplot $data using 1:2 with linespoints lw 2 pt 7\n";
+    return g.str();
+}
+
+/// Writes the plot with gnuplot; false (having said why) when it could not.
+bool write_plot(const Config& cfg, const std::string& title, const std::vector<Row>& rows)
+{
+    const std::string script = gnuplot_script(cfg.plot, cfg.plot_terminal, cfg.pattern, title, rows);
+    if (cfg.plot_script) {
+        std::ofstream(cfg.plot + ".gp") << script;
     }
-    const bool svg = path.size() > 4 && path.substr(path.size() - 4) == ".svg";
-    const std::string script = path + ".gp";
-    {
-        std::ofstream g(script);
-        g << (svg ? "set terminal svg size 900,540\n" : "set terminal pngcairo size 900,540\n")
-          << "set output '" << path << "'\n"
-          << "set title '" << title << "'\n"
-          << "set logscale x 2\nset grid\nset key off\n"
-          << "set xlabel 'bytes'\n"
-          << "set ylabel '" << (is_latency(p) ? "usec per transfer (one way)" : "MB/s") << "'\n"
-          << (is_latency(p) ? "set logscale y 10\n" : "")
-          << "plot '" << data << "' using 1:2 with linespoints lw 2 pt 7\n";
+    std::error_code ec;
+    std::filesystem::remove(cfg.plot, ec); // so that a stale file cannot pass for a new one
+    std::FILE* gp = ::popen("gnuplot", "w");
+    if (!gp) {
+        std::fprintf(stderr, "bench: could not start gnuplot: %s\n", std::strerror(errno));
+        return false;
     }
-    const int rc = std::system(fmt::format("gnuplot '{}' 2>&1", script).c_str());
-    if (rc != 0)
-        std::fprintf(stderr, "bench: gnuplot failed (installed? apt-get install gnuplot-nox); "
-                             "data in %s\n",
-                     data.c_str());
+    std::fwrite(script.data(), 1, script.size(), gp);
+    const int rc = ::pclose(gp);
+    if (rc != 0 || std::filesystem::file_size(cfg.plot, ec) == 0 || ec) {
+        std::fprintf(stderr, "bench: gnuplot did not write %s (exit status %d; its message, if "
+                             "any, is above)\n",
+                     cfg.plot.c_str(), WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+        return false;
+    }
+    return true;
+}
+
+/// The gnuplot terminal `--plot FILE` needs (its extension names the format),
+/// after checking that gnuplot has it and that FILE's directory exists: at
+/// parse time, before a run that may take minutes.
+std::string plot_terminal_for(const std::string& path)
+{
+    namespace fs = std::filesystem;
+    const auto fail = [](const std::string& why) { return CLI::ValidationError("--plot", why); };
+    std::string ext = fs::path(path).extension().string();
+    for (char& c : ext)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // Each format with the terminals that write it, the better first.
+    const std::vector<std::pair<std::string, std::vector<std::string>>> formats = {
+        {".png", {"pngcairo", "png"}}, {".svg", {"svg"}},   {".pdf", {"pdfcairo", "pdf"}},
+        {".jpg", {"jpeg"}},            {".jpeg", {"jpeg"}}, {".gif", {"gif"}},
+    };
+    const auto known = std::find_if(formats.begin(), formats.end(),
+                                    [&](const auto& f) { return f.first == ext; });
+    if (known == formats.end())
+        throw fail(fmt::format("'{}': {}; the extension names the format: .png, .svg, .pdf, "
+                               ".jpg or .gif",
+                               path, ext.empty() ? "no extension" : "unknown format '" + ext + "'"));
+    const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".")
+                                                              : fs::path(path).parent_path();
+    std::error_code ec;
+    if (!fs::exists(dir, ec))
+        throw fail(fmt::format("'{}': the directory {} does not exist (mkdir -p {})", path,
+                               dir.string(), dir.string()));
+    if (!fs::is_directory(dir, ec))
+        throw fail(fmt::format("'{}': {} is not a directory", path, dir.string()));
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw fail(fmt::format("'{}': the directory {} is not writable: {}", path, dir.string(),
+                               std::strerror(errno)));
+    std::string terminals;
+    if (std::FILE* f = ::popen("gnuplot -e 'print GPVAL_TERMINALS' 2>&1", "r")) {
+        char buf[4096];
+        while (const std::size_t n = std::fread(buf, 1, sizeof buf, f))
+            terminals.append(buf, n);
+        if (::pclose(f) != 0)
+            terminals.clear();
+    }
+    if (terminals.empty())
+        throw fail("needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
+    std::istringstream words(terminals);
+    std::vector<std::string> have{std::istream_iterator<std::string>(words),
+                                  std::istream_iterator<std::string>()};
+    const auto has = [&](const std::string& t) {
+        return std::find(have.begin(), have.end(), t) != have.end();
+    };
+    for (const auto& t : known->second)
+        if (has(t))
+            return t;
+    std::string can;
+    for (const auto& [e, ts] : formats)
+        if (std::any_of(ts.begin(), ts.end(), has))
+            can += (can.empty() ? "" : ", ") + e;
+    throw fail(fmt::format("'{}': this gnuplot cannot write {} (it has no {} terminal); it can "
+                           "write {}",
+                           path, ext, known->second.front(), can));
+}
+
+/// The q-quantile (nearest rank, as perftest reports) of sorted values.
+double nearest_rank(const std::vector<double>& sorted, double q)
+{
+    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+    return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
+}
+
+/// The spread of the per-transfer times, from an end's iteration times.
+std::optional<Spread> spread_of(std::span<const double> iteration_seconds, int xfers)
+{
+    if (iteration_seconds.empty())
+        return std::nullopt;
+    std::vector<double> usec(iteration_seconds.begin(), iteration_seconds.end());
+    for (double& u : usec)
+        u *= 1e6 / xfers;
+    std::sort(usec.begin(), usec.end());
+    return Spread{usec.front(), nearest_rank(usec, 0.5), nearest_rank(usec, 0.99),
+                  nearest_rank(usec, 0.999)};
+}
+
+void print_row(const Row& row)
+{
+    const double x = static_cast<double>(row.iterations) * row.transfers_per_iteration;
+    std::printf("%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.3f",
+                size_str(static_cast<double>(row.size)).c_str(),
+                size_str(static_cast<double>(row.iterations)).c_str(),
+                size_str(x * static_cast<double>(row.size)).c_str(), row.seconds, mb_per_s(row),
+                usec_per_xfer(row), x / row.seconds / 1e6);
+    if (row.spread)
+        std::printf("%10.2f%10.2f%10.2f%10.2f", row.spread->min, row.spread->median,
+                    row.spread->p99, row.spread->p99_9);
+    std::printf("\n");
+    std::fflush(stdout);
 }
 
 int client(const Config& cfg, End& end, const std::string& label)
@@ -151,12 +309,7 @@ int client(const Config& cfg, End& end, const std::string& label)
     const auto sizes = cfg.sizes.empty() ? default_sizes(cfg.pattern) : cfg.sizes;
     const int xfers = transfers_per_iteration(cfg.pattern);
     const auto title = fmt::format("{} {} ({})", label, to_string(cfg.pattern), end.describe());
-    if (!cfg.quiet && !cfg.json) {
-        std::printf("# %s, queue depth %zu\n", title.c_str(),
-                    is_latency(cfg.pattern) ? std::size_t{1} : cfg.queue_depth);
-        std::printf("%-10s%-8s%-8s%8s %10s%13s%13s\n", "bytes", "iters", "total", "time", "MB/sec",
-                    "usec/xfer", "Mxfers/sec");
-    }
+    const bool table = !cfg.quiet && !cfg.json;
     std::size_t n = 0;
     for (const std::size_t size : sizes) {
         ++n;
@@ -167,15 +320,22 @@ int client(const Config& cfg, End& end, const std::string& label)
         instrumentation_start();
         Row row{size, iters, end.round({cfg.pattern, size, iters, cfg.queue_depth}), xfers};
         instrumentation_stop();
+        row.spread = spread_of(end.iteration_times(), xfers);
         rows.push_back(row);
-        if (!cfg.quiet && !cfg.json) {
-            const double x = static_cast<double>(row.iterations) * xfers;
-            std::printf("%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.3f\n", size_str(static_cast<double>(size)).c_str(),
-                        size_str(static_cast<double>(row.iterations)).c_str(),
-                        size_str(x * static_cast<double>(size)).c_str(), row.seconds, mb_per_s(row),
-                        usec_per_xfer(row), x / row.seconds / 1e6);
-            std::fflush(stdout);
+        if (table && n == 1) { // the columns follow what the end measures
+            std::printf("# %s, queue depth %zu%s\n", title.c_str(),
+                        is_latency(cfg.pattern) ? std::size_t{1} : cfg.queue_depth,
+                        row.spread ? "; usec/xfer is the mean, min .. p99.9 the spread of "
+                                     "single iterations (usec per transfer)"
+                                   : "");
+            std::printf("%-10s%-8s%-8s%8s %10s%13s%13s", "bytes", "iters", "total", "time",
+                        "MB/sec", "usec/xfer", "Mxfers/sec");
+            if (row.spread)
+                std::printf("%10s%10s%10s%10s", "min", "median", "p99", "p99.9");
+            std::printf("\n");
         }
+        if (table)
+            print_row(row);
     }
     send_plan(end.side(), {cfg.pattern, 0, 0, 0}, Deadline::after(cfg.timeout));
     if (cfg.json) {
@@ -184,17 +344,27 @@ int client(const Config& cfg, End& end, const std::string& label)
         j["pattern"] = to_string(cfg.pattern);
         j["transport"] = end.describe();
         j["queue_depth"] = is_latency(cfg.pattern) ? 1 : cfg.queue_depth;
-        for (const auto& r : rows)
-            j["rows"].push_back({{"bytes", r.size},
-                                 {"iterations", r.iterations},
-                                 {"seconds", r.seconds},
-                                 {"mb_per_s", mb_per_s(r)},
-                                 {"usec_per_xfer", usec_per_xfer(r)},
-                                 {"mxfers_per_s", static_cast<double>(r.iterations) * r.transfers_per_iteration / r.seconds / 1e6}});
+        for (const auto& r : rows) {
+            nlohmann::json row = {
+                {"bytes", r.size},
+                {"iterations", r.iterations},
+                {"seconds", r.seconds},
+                {"mb_per_s", mb_per_s(r)},
+                {"usec_per_xfer", usec_per_xfer(r)},
+                {"mxfers_per_s",
+                 static_cast<double>(r.iterations) * r.transfers_per_iteration / r.seconds / 1e6}};
+            if (r.spread) {
+                row["usec_per_xfer_min"] = r.spread->min;
+                row["usec_per_xfer_median"] = r.spread->median;
+                row["usec_per_xfer_p99"] = r.spread->p99;
+                row["usec_per_xfer_p99_9"] = r.spread->p99_9;
+            }
+            j["rows"].push_back(row);
+        }
         std::printf("%s\n", j.dump().c_str());
     }
-    if (!cfg.plot.empty())
-        write_plot(cfg.plot, cfg.pattern, title, rows);
+    if (!cfg.plot.empty() && !write_plot(cfg, title, rows))
+        return 1;
     return 0;
 }
 
@@ -209,25 +379,27 @@ void server(const Config& cfg, End& end)
     (void)cfg;
 }
 
-void pin_to(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        std::fprintf(stderr, "bench: could not pin to CPU %d: %s\n", cpu, std::strerror(errno));
-}
-
 /// Forks: the child opens `listeners` side-channel listeners and runs `serve`
 /// (the server ends), the parent runs `drive` against them (the client ends,
 /// one host:port per listener) and reaps the child. With cfg.pin, the server
-/// runs on CPU 0 and the client on CPU 1.
+/// and the client each run on a CPU of their own (tool::plan_pinning).
 int run_forked(const Config& cfg, std::size_t listeners,
                const std::function<void(std::vector<SideListener>&)>& serve,
                const std::function<int(const std::vector<std::string>& host_ports)>& drive)
 {
     const std::string host = cfg.node.empty() ? "127.0.0.1" : cfg.node;
-    const bool pin = cfg.pin && std::thread::hardware_concurrency() >= 2;
+    tool::warn_if_oversubscribed("bench", busy_ends(cfg.pattern));
+    std::optional<tool::CpuPair> pin;
+    if (cfg.pin) {
+        const tool::PinPlan plan = tool::plan_pinning();
+        if (!plan.cpus)
+            std::fprintf(stderr, "bench: %s\n", plan.why_not.c_str());
+        pin = plan.cpus;
+    }
+    // The client's CPU first: the child inherits it, then moves to its own.
+    if (pin)
+        if (const auto err = tool::pin_to(pin->client); !err.empty())
+            throw std::runtime_error(err);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         throw std::runtime_error("pipe2 failed");
@@ -238,7 +410,8 @@ int run_forked(const Config& cfg, std::size_t listeners,
         int status = 0;
         try {
             if (pin)
-                pin_to(0);
+                if (const auto err = tool::pin_to(pin->server); !err.empty())
+                    throw std::runtime_error(err);
             std::vector<SideListener> ls;
             std::string msg = "P";
             for (std::size_t i = 0; i < listeners; ++i) {
@@ -257,8 +430,6 @@ int run_forked(const Config& cfg, std::size_t listeners,
         std::fflush(nullptr);
         _exit(status);
     }
-    if (pin)
-        pin_to(1);
     close(fds[1]);
     std::string line;
     char ch = 0;
@@ -494,41 +665,39 @@ void add_options(CLI::App& app, Config& cfg)
     app.add_flag_callback("--msg", [&] { cfg.kind = EndpointKind::msg; }, "MSG endpoints");
     app.add_flag("--shm", cfg.allow_shm, "allow shared memory");
     app.add_option("--bind", cfg.node, "address both ends bind to (default 127.0.0.1)");
-    app.add_option_function<std::string>(
-        "-s,--sizes",
-        [&](const std::string& v) {
-            cfg.sizes.clear();
-            std::size_t pos = 0;
-            while (pos < v.size()) {
-                const auto comma = v.find(',', pos);
-                std::string item = v.substr(pos, comma == std::string::npos ? v.npos : comma - pos);
-                std::size_t mult = 1;
-                if (!item.empty() && (item.back() == 'k' || item.back() == 'K'))
-                    mult = 1024, item.pop_back();
-                else if (!item.empty() && (item.back() == 'm' || item.back() == 'M'))
-                    mult = 1u << 20, item.pop_back();
-                cfg.sizes.push_back(std::stoul(item) * mult);
-                if (comma == std::string::npos)
-                    break;
-                pos = comma + 1;
-            }
-        },
-        "sizes, e.g. 8,4k,64k,1m (default: 8 B .. 4 MiB)");
-    app.add_option("-n,--iters", cfg.iterations, "iterations per size, at most");
+    tool::add_size_list_option(app, "-s,--sizes", cfg.sizes,
+                               "sizes, e.g. 8,4k,64k,1m (default: 8 B .. 4 MiB)");
+    tool::add_count_option(app, "-n,--iters", cfg.iterations, "iterations per size, at most");
     app.add_option_function<int>("--budget-ms", [&](int v) { cfg.budget = milliseconds(v); },
-                                 "time per size, at most (default 400)");
+                                 "time per size, at most (default 400)")
+        ->check(CLI::Range(1, 3'600'000).description(""))
+        ->type_name("MS");
     app.add_option("-q,--queue-depth", cfg.queue_depth, "operations in flight (bw, rate, iops)")
         ->check(CLI::Range(1, 4096));
     app.add_flag("--json", cfg.json, "one JSON object on stdout");
-    app.add_option("--plot", cfg.plot, "plot the sweep to FILE (.png or .svg; needs gnuplot)");
+    app.add_option_function<std::string>(
+           "--plot",
+           [&](const std::string& v) {
+               cfg.plot_terminal = plot_terminal_for(v);
+               cfg.plot = v;
+           },
+           "plot the sweep to FILE; its extension names the format: .png, .svg, .pdf, .jpg, "
+           ".gif (needs gnuplot)")
+        ->type_name("FILE");
+    app.add_flag("--plot-script", cfg.plot_script,
+                 "keep the plot's gnuplot script, with the data, as FILE.gp");
     app.add_flag("--progress", cfg.progress, "one line per size on stderr");
     app.add_option("--server", cfg.server, "serve one client on [host:]port");
     app.add_option("--connect", cfg.connect, "run against a server at host:port");
     app.add_option_function<int>("--timeout", [&](int v) { cfg.timeout = seconds(v); },
-                                 "seconds any single wait may take (default 30)");
+                                 "seconds any single wait may take (default 30)")
+        ->check(CLI::Range(1, 86'400).description(""))
+        ->type_name("SECONDS");
     app.add_option_function<int>("--progress-thread", [&](int cpu) { cfg.progress_cpu = cpu; },
                                  "weft: run a progress thread on both ends, pinned to CPU");
-    app.add_flag("--pin", cfg.pin, "both ends here: server on CPU 0, client on CPU 1");
+    app.add_flag("--pin", cfg.pin,
+                 "both ends on this machine: the server on the first CPU this process may use, "
+                 "the client on the second");
     app.add_flag("--near-device", cfg.near_device, "weft: allocate buffers near the device (NUMA)");
     app.add_option("--file", cfg.file, "weft: the target exposes this file (mmap) to the reads");
 }
@@ -541,6 +710,11 @@ int run(const Config& cfg, const Factory& factory)
                                                  to_string(cfg.pattern)));
         return factory.local(cfg);
     }
+    if (cfg.pin && (!cfg.server.empty() || !cfg.connect.empty()))
+        throw std::runtime_error("--pin places both ends of a run on this machine; with "
+                                 "--server or --connect, start each end under `taskset -c CPU`");
+    if (!cfg.server.empty() || !cfg.connect.empty())
+        tool::warn_if_oversubscribed("bench", 1); // this end polls
     if (!cfg.server.empty()) {
         auto [host, port] = split_host_port(cfg.server.find(':') == std::string::npos
                                                 ? "0.0.0.0:" + cfg.server
@@ -576,6 +750,40 @@ int run_pair(const Config& cfg_a, const Factory& a, const Config& cfg_b, const F
             auto eb = b.connect(cfg_b, host_ports[1]);
             return drive_pair(cfg_a, *ea, *eb, a.label, b.label);
         });
+}
+
+void IterationTimes::start(std::uint64_t iterations)
+{
+    ticks_.clear();
+    ticks_.reserve(iterations + 1);
+    seconds_.clear();
+    start_ = std::chrono::steady_clock::now();
+    ticks_.push_back(now());
+}
+
+void IterationTimes::stop()
+{
+    const double elapsed = duration<double>(steady_clock::now() - start_).count();
+    seconds_.clear();
+    if (ticks_.size() < 2 || ticks_.back() <= ticks_.front())
+        return; // no iterations, or a counter that did not advance: no times
+    const double per_tick = elapsed / static_cast<double>(ticks_.back() - ticks_.front());
+    seconds_.reserve(ticks_.size() - 1);
+    for (std::size_t i = 1; i < ticks_.size(); ++i)
+        seconds_.push_back(static_cast<double>(ticks_[i] - ticks_[i - 1]) * per_tick);
+}
+
+std::uint64_t IterationTimes::now() noexcept
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc(); // invariant on the CPUs that run this; scaled by steady_clock above
+#elif defined(__aarch64__)
+    std::uint64_t v;
+    asm volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return static_cast<std::uint64_t>(steady_clock::now().time_since_epoch().count());
+#endif
 }
 
 void instrumentation_start() noexcept

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,9 @@ struct Config {
     std::chrono::milliseconds budget{400}; ///< per size, at most
     std::size_t queue_depth = 64;
     bool json = false;
-    std::string plot;                    ///< write a plot (.png or .svg) of the sweep
+    std::string plot;                    ///< write a plot of the sweep; the extension names the format
+    std::string plot_terminal;           ///< the gnuplot terminal for `plot` (set with it)
+    bool plot_script = false;            ///< keep the gnuplot script (with the data) as plot + ".gp"
     bool quiet = false;
     bool progress = false;               ///< print one line per size to stderr
     std::string server;                  ///< [host:]port: serve one client
@@ -55,11 +58,20 @@ struct Config {
     std::optional<int> progress_cpu; ///< weft: run a progress thread pinned to this CPU
     bool near_device = false;        ///< weft: buffers on the device's NUMA node
     std::string file;                ///< weft: the target exposes this file (mmap) to reads
-    bool pin = false;                ///< both ends here: server on CPU 0, client on CPU 1
+    bool pin = false;                ///< both ends here: each on a CPU of its own
     int pair_blocks = 15;            ///< run_pair: block pairs per size
 };
 
 void add_options(CLI::App& app, Config& config);
+
+/// The spread of one round's per-transfer times (microseconds), from the
+/// times of its single iterations.
+struct Spread {
+    double min = 0;
+    double median = 0;
+    double p99 = 0;
+    double p99_9 = 0;
+};
 
 struct Row {
     std::size_t size = 0;
@@ -67,6 +79,29 @@ struct Row {
     double seconds = 0;
     int transfers_per_iteration = 1;
     std::uint64_t instructions = 0; ///< under callgrind: instructions in the timed loop
+    std::optional<Spread> spread;   ///< when the end timed each iteration
+};
+
+/// The times of each iteration of one timed loop, taken as perftest takes
+/// them: one read of the CPU's cycle counter per iteration (no system call,
+/// even where the clock source has no vDSO), scaled to seconds by
+/// steady_clock across the whole loop.
+class IterationTimes {
+public:
+    /// Before the loop: forgets the last loop's times.
+    void start(std::uint64_t iterations);
+    /// After each iteration.
+    void lap() noexcept { ticks_.push_back(now()); }
+    /// After the loop.
+    void stop();
+    /// Seconds per iteration of the last loop.
+    std::span<const double> seconds() const noexcept { return seconds_; }
+
+private:
+    static std::uint64_t now() noexcept;
+    std::vector<std::uint64_t> ticks_; ///< the counter after each iteration, the start first
+    std::vector<double> seconds_;
+    std::chrono::steady_clock::time_point start_;
 };
 
 /// A plan the client sends the server before each round.
@@ -90,6 +125,10 @@ public:
     virtual void serve(const Plan& plan) = 0;
     /// What ran: "weft tcp MSG" / "raw tcp MSG".
     virtual std::string describe() const = 0;
+    /// Client, after round(): the time of each iteration of the round (seconds),
+    /// where the end takes them (weft's lat-write, lat-read, lat-notify); empty
+    /// where it does not.
+    virtual std::span<const double> iteration_times() const { return {}; }
     virtual SideChannel& side() = 0;
 };
 

@@ -56,11 +56,13 @@ public:
         return fmt::format("{} {}", c_.selection().provider(), to_string(c_.selection().kind()));
     }
     SideChannel& side() override { return c_.side(); }
+    std::span<const double> iteration_times() const override { return times_.seconds(); }
 
     double round(const Plan& plan) override
     {
         send_plan(side(), plan, Deadline::after(cfg_.timeout));
         prepare(plan);
+        times_ = {};
         const auto start = steady_clock::now();
         switch (plan.pattern) {
         case Pattern::lat_write: lat_write(plan); break;
@@ -164,12 +166,15 @@ private:
     void lat_write(const Plan& plan)
     {
         const std::size_t size = plan.size;
+        times_.start(plan.iterations);
         for (std::uint64_t i = 1; i <= plan.iterations; ++i) {
             put_stamp(src_->data(), size, i);
             c_.write(src_->slice(0, size), peer_, 0, &ctx_);
             while (tail_stamp(mine_->data(), size) != masked(i, size))
                 drain();
+            times_.lap();
         }
+        times_.stop();
     }
 
     /// One deadline per timed loop: Deadline::after reads the clock, which is a
@@ -180,20 +185,26 @@ private:
     void lat_read(const Plan& plan)
     {
         const auto deadline = loop_deadline();
+        times_.start(plan.iterations);
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {
             c_.read(src_->slice(0, plan.size), peer_, 0, &ctx_);
             (void)ep_.wait(&ctx_, deadline);
+            times_.lap();
         }
+        times_.stop();
     }
 
     void lat_notify(const Plan& plan)
     {
         const auto deadline = loop_deadline();
+        times_.start(plan.iterations);
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {
             c_.write_notify(src_->slice(0, plan.size), peer_, 0, 0, &ctx_);
             (void)ep_.wait_for(Op::notify, deadline);
             (void)ep_.wait(&ctx_, deadline);
+            times_.lap();
         }
+        times_.stop();
     }
 
     void windowed(const Plan& plan)
@@ -274,6 +285,7 @@ private:
     const Config& cfg_;
     Endpoint& ep_;
     RemoteRegion peer_;
+    IterationTimes times_; ///< the client's lat-* loops: each iteration's time
     std::array<Completion, 16> got_; // not re-initialised on every poll
     int ctx_ = 0;
     bool server_ = false;

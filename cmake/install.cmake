@@ -22,7 +22,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
 
 # Relocatable: the prefix is found from the .pc file's own location, so
-# `cmake --install --prefix DIR` yields a working pkg-config file.
+# `cmake --install --prefix DIR` yields a working pkg-config file. Its Cflags
+# name no language standard: weft's headers need C++20, which users pass
+# themselves (-std=c++20 or later); find_package users get it from
+# target_compile_features(cxx_std_20), a minimum rather than a choice.
 file(RELATIVE_PATH WEFT_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(cmake/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "cpus.hpp"
+#include "sizes.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::pingpong {
@@ -321,6 +324,22 @@ int run_both(const Config& cfg)
 {
     // Loopback unless --bind names the interface (an RDMA device's address).
     const std::string host = cfg.options.node.empty() ? "127.0.0.1" : cfg.options.node;
+    std::string where = "both ends on this machine (2 processes)";
+    std::optional<tool::CpuPair> pinned;
+    if (cfg.pin) {
+        const tool::PinPlan plan = tool::plan_pinning();
+        if (!plan.cpus)
+            std::fprintf(stderr, "weft: %s\n", plan.why_not.c_str());
+        pinned = plan.cpus;
+        if (pinned)
+            where = fmt::format("both ends on this machine (2 processes; server on CPU {}, "
+                                "client on CPU {})",
+                                pinned->server, pinned->client);
+    }
+    // The client's CPU first: the child inherits it, then moves to its own.
+    if (pinned)
+        if (const auto err = tool::pin_to(pinned->client); !err.empty())
+            throw std::runtime_error(err);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         throw std::runtime_error("pipe2 failed");
@@ -332,6 +351,9 @@ int run_both(const Config& cfg)
         close(fds[0]);
         int status = 0;
         try {
+            if (pinned)
+                if (const auto err = tool::pin_to(pinned->server); !err.empty())
+                    throw std::runtime_error(err);
             Server server(cfg.options, host, 0);
             const auto msg = fmt::format("P{}\n", server.port());
             (void)!write(fds[1], msg.data(), msg.size());
@@ -384,7 +406,7 @@ int run_both(const Config& cfg)
     try {
         Connection c = Connection::connect(host + ":" + port, cfg.options,
                                            Deadline::after(cfg.timeout));
-        status = client(c, cfg, "both ends on this machine (2 processes)");
+        status = client(c, cfg, where);
     } catch (...) {
         // Prefer the server's explanation when it has one.
         line.clear();
@@ -448,17 +470,25 @@ void add_options(CLI::App& app, Config& cfg)
                    throw CLI::ValidationError("--progress", "auto, polling or thread");
            },
            "who drives progress: polling (default: both ends poll), auto, thread");
-    app.add_option("--min-size", cfg.min_size, "smallest transfer (bytes)")->check(CLI::PositiveNumber);
-    app.add_option("--max-size", cfg.max_size, "largest transfer (bytes)")->check(CLI::PositiveNumber);
-    app.add_option("-n,--iters", cfg.iterations, "iterations per size, at most")->check(CLI::PositiveNumber);
+    tool::add_size_option(app, "--min-size", cfg.min_size, "smallest transfer, e.g. 64k (default 8)");
+    tool::add_size_option(app, "--max-size", cfg.max_size, "largest transfer, e.g. 4m (default 1m)");
+    tool::add_count_option(app, "-n,--iters", cfg.iterations,
+                           "iterations per size, at most (default 1000)");
     app.add_option_function<int>(
-        "--budget-ms", [&](int v) { cfg.budget = milliseconds(v); },
-        "time per size, at most (default 500)");
+           "--budget-ms", [&](int v) { cfg.budget = milliseconds(v); },
+           "time per size, at most (default 500)")
+        ->check(CLI::Range(1, 3'600'000).description(""))
+        ->type_name("MS");
+    app.add_flag("--pin", cfg.pin,
+                 "both ends on this machine: the server on the first CPU this process may use, "
+                 "the client on the second");
     app.add_flag_callback("--no-verify", [&] { cfg.verify = false; },
                           "do not check the data (it is checked by default)");
     app.add_option_function<int>(
-        "--timeout", [&](int v) { cfg.timeout = seconds(v); },
-        "seconds any single wait may take (default 30)");
+           "--timeout", [&](int v) { cfg.timeout = seconds(v); },
+           "seconds any single wait may take (default 30)")
+        ->check(CLI::Range(1, 86'400).description(""))
+        ->type_name("SECONDS");
     app.add_flag("-q,--quiet", cfg.quiet, "print nothing on success");
     app.callback([&, server, connect] {
         if (*server)
@@ -466,12 +496,20 @@ void add_options(CLI::App& app, Config& cfg)
         else if (*connect)
             cfg.role = Role::client;
         if (cfg.min_size > cfg.max_size)
-            throw CLI::ValidationError("--min-size", "must not exceed --max-size");
+            throw CLI::ValidationError(
+                "--min-size", fmt::format("{} B is more than --max-size ({} B)", cfg.min_size,
+                                          cfg.max_size));
+        if (cfg.pin && cfg.role != Role::both)
+            throw CLI::ValidationError("--pin", "places both ends of a run on this machine; "
+                                                "with --server or --connect, start each end "
+                                                "under `taskset -c CPU`");
     });
 }
 
 int run(const Config& cfg)
 {
+    // Both ends poll all the time, a passive server too (serve()).
+    tool::warn_if_oversubscribed("weft", cfg.role == Role::both ? 2 : 1);
     switch (cfg.role) {
     case Role::server: return run_server(cfg);
     case Role::client: return run_client(cfg);

@@ -42,6 +42,7 @@ struct Config {
     bool verify = true;
     std::chrono::seconds timeout{30};
     bool quiet = false;
+    bool pin = false; ///< both ends here: each on a CPU of its own
 };
 
 /// Adds the ping-pong's command-line options to `app`.

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -117,12 +119,39 @@ Finding check_ptrace(int shm_peer)
         detail += "; this process has CAP_SYS_PTRACE";
 
     if (shm_peer > 0) {
-        // A specific peer: read one byte of its stack region via /proc/PID/maps' first mapping.
-        std::ifstream maps(fmt::format("/proc/{}/maps", shm_peer));
-        std::string line;
-        std::getline(maps, line);
-        const auto addr = line.empty() ? 0 : std::stoull(line.substr(0, line.find('-')), nullptr, 16);
-        const int err = addr ? cma_probe(shm_peer, reinterpret_cast<const void*>(addr)) : ESRCH;
+        const auto gone = [&](std::string_view what) {
+            return Finding{"ptrace/shm", Verdict::fail,
+                           fmt::format("--shm-peer {0}: {1}, so cross-memory attach to it was not "
+                                       "tried",
+                                       shm_peer, what),
+                           "give the PID of a running shm peer (`pgrep -f NAME`), or leave "
+                           "--shm-peer out to probe two sibling processes"};
+        };
+        // kill(0) tells a PID that names no process (ESRCH) from one that is
+        // not this user's (EPERM): only the second is a matter of permission.
+        if (kill(shm_peer, 0) != 0 && errno == ESRCH)
+            return gone(fmt::format("there is no process with PID {}", shm_peer));
+        // Read one byte of its first mapping, as shm would read its buffers.
+        int err = 0;
+        std::uintptr_t addr = 0;
+        if (std::FILE* maps = std::fopen(fmt::format("/proc/{}/maps", shm_peer).c_str(), "r")) {
+            unsigned long long start = 0;
+            if (std::fscanf(maps, "%llx-", &start) == 1)
+                addr = static_cast<std::uintptr_t>(start);
+            const int read_error = std::ferror(maps) ? errno : 0;
+            std::fclose(maps);
+            if (read_error)
+                err = read_error == EACCES ? EPERM : read_error;
+            else if (!addr)
+                return gone(fmt::format("process {} has no memory (a zombie or a kernel thread)",
+                                        shm_peer));
+            else
+                err = cma_probe(shm_peer, reinterpret_cast<const void*>(addr));
+        } else {
+            err = errno == EACCES ? EPERM : errno; // its maps are as private as its memory
+        }
+        if (err == ESRCH || err == ENOENT)
+            return gone(fmt::format("process {} exited while it was checked", shm_peer));
         if (err)
             return {"ptrace/shm", Verdict::fail,
                     fmt::format("{}; cross-memory attach to process {} fails: {}", detail,

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "info.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include <rdma/fabric.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "../../providers/verbs_devices.hpp"
@@ -23,27 +26,56 @@ struct InfoListDeleter {
     void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
 };
 
-json provider_rows()
+/// Whether `provider` is `filter` or a stack over it ("tcp;ofi_rxm" over tcp
+/// or over ofi_rxm); an empty filter takes every provider.
+bool matches(std::string_view provider, std::string_view filter)
+{
+    if (filter.empty() || provider == filter)
+        return true;
+    for (std::size_t pos = 0;;) {
+        const std::size_t semi = provider.find(';', pos);
+        if (provider.substr(pos, semi - pos) == filter)
+            return true;
+        if (semi == std::string_view::npos)
+            return false;
+        pos = semi + 1;
+    }
+}
+
+/// One row per provider, endpoint type and domain, with the attributes of
+/// libfabric's first (preferred) entry for it: tcp lists each network of an
+/// interface, IPv4 and IPv6, as a fabric of its own (they become the row's
+/// "fabrics"), and shm adds an entry for device memory (FI_HMEM) that weft does
+/// not use.
+json provider_rows(std::string_view filter)
 {
     json rows = json::array();
     fi_info* raw = nullptr;
     if (fi_getinfo(fi_api_version, nullptr, nullptr, 0, nullptr, &raw) != 0)
         return rows;
     std::unique_ptr<fi_info, InfoListDeleter> list(raw);
-    std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
+    std::map<std::tuple<std::string, std::string, std::string>, std::size_t> row_of;
     for (const fi_info* i = list.get(); i; i = i->next) {
-        const Info one = Info::dup(i);
-        const auto key = std::make_tuple(std::string(one.provider()), std::string(one.fabric_name()),
-                                         std::string(one.domain_name()),
-                                         std::string(to_string(one.kind())));
         if (i->ep_attr->type != FI_EP_MSG && i->ep_attr->type != FI_EP_RDM)
             continue; // datagram endpoints: no RMA, nothing weft uses
-        if (!seen.insert(key).second)
+        const Info one = Info::dup(i);
+        if (!matches(one.provider(), filter))
             continue;
+        const std::string fabric(one.fabric_name());
+        const auto key = std::make_tuple(std::string(one.provider()),
+                                         std::string(to_string(one.kind())),
+                                         std::string(one.domain_name()));
+        if (const auto it = row_of.find(key); it != row_of.end()) {
+            auto& fabrics = rows[it->second]["fabrics"];
+            if (std::find(fabrics.begin(), fabrics.end(), fabric) == fabrics.end())
+                fabrics.push_back(fabric);
+            continue;
+        }
+        row_of.emplace(key, rows.size());
         rows.push_back({{"provider", std::get<0>(key)},
-                        {"fabric", std::get<1>(key)},
+                        {"endpoint", std::get<1>(key)},
                         {"domain", std::get<2>(key)},
-                        {"endpoint", std::get<3>(key)},
+                        {"fabrics", json::array({fabric})},
                         {"rma", one.has_caps(FI_RMA)},
                         {"atomics", one.has_caps(FI_ATOMIC)},
                         {"cq_data_size", one.cq_data_size()},
@@ -74,7 +106,7 @@ json device_rows(const json& providers)
             const std::string domain = row["domain"];
             if (domain.rfind(d.name, 0) == 0)
                 maps.push_back({{"provider", row["provider"]},
-                                {"fabric", row["fabric"]},
+                                {"fabrics", row["fabrics"]},
                                 {"domain", domain},
                                 {"endpoint", row["endpoint"]}});
         }
@@ -89,11 +121,12 @@ json device_rows(const json& providers)
     return rows;
 }
 
-json order_rows()
+json order_rows(std::string_view filter)
 {
     json rows = json::array();
     for (const auto& c : survey(Options{.allow_shm = true}))
-        rows.push_back({{"provider", c.provider},
+        if (matches(c.provider, filter))
+            rows.push_back({{"provider", c.provider},
                         {"endpoint", to_string(c.kind)},
                         {"rank", c.rank},
                         {"rdma", c.rdma},
@@ -103,11 +136,12 @@ json order_rows()
     return rows;
 }
 
-json choice(bool allow_shm)
+json choice(bool allow_shm, const std::string& provider)
 {
     try {
         Options o;
         o.allow_shm = allow_shm;
+        o.provider = provider;
         const Selection s = select(o);
         return {{"provider", s.provider()},
                 {"endpoint", to_string(s.kind())},
@@ -124,19 +158,24 @@ json choice(bool allow_shm)
 void print_human(const json& j)
 {
     std::printf("libfabric %s\n\n", j["libfabric"].get<std::string>().c_str());
-    std::printf("Providers (MSG and RDM endpoints):\n");
-    std::printf("  %-16s %-4s %-22s %-8s %-4s %-7s %-7s %-28s %-8s %s\n", "provider", "ep",
-                "fabric", "domain", "rma", "atomics", "cq_data", "mr_mode", "progress", "inject");
-    for (const auto& r : j["providers"])
-        std::printf("  %-16s %-4s %-22s %-8s %-4s %-7s %-7s %-28s %-8s %s\n",
+    std::printf("Providers (MSG and RDM endpoints), one line per domain with the fabrics it "
+                "is on:\n");
+    std::printf("  %-16s %-4s %-8s %-4s %-7s %-7s %-28s %-8s %-7s %s\n", "provider", "ep",
+                "domain", "rma", "atomics", "cq_data", "mr_mode", "progress", "inject", "fabrics");
+    for (const auto& r : j["providers"]) {
+        std::string fabrics;
+        for (const auto& f : r["fabrics"])
+            fabrics += (fabrics.empty() ? "" : ", ") + f.get<std::string>();
+        std::printf("  %-16s %-4s %-8s %-4s %-7s %-7s %-28s %-8s %-7s %s\n",
                     r["provider"].get<std::string>().c_str(),
-                    r["endpoint"].get<std::string>().c_str(),
-                    r["fabric"].get<std::string>().c_str(), r["domain"].get<std::string>().c_str(),
+                    r["endpoint"].get<std::string>().c_str(), r["domain"].get<std::string>().c_str(),
                     r["rma"].get<bool>() ? "yes" : "no", r["atomics"].get<bool>() ? "yes" : "no",
                     fmt::format("{} B", r["cq_data_size"].get<std::size_t>()).c_str(),
                     r["mr_mode"].get<std::string>().c_str(),
                     r["data_progress"].get<std::string>().c_str(),
-                    fmt::format("{} B", r["inject_size"].get<std::size_t>()).c_str());
+                    fmt::format("{} B", r["inject_size"].get<std::size_t>()).c_str(),
+                    fabrics.c_str());
+    }
     std::printf("\nRDMA devices:\n");
     if (j["rdma_devices"].empty())
         std::printf("  none (libibverbs lists no device)\n");
@@ -152,12 +191,16 @@ void print_human(const json& j)
                         p["link_layer"].get<std::string>().c_str(), p["active_mtu"].get<unsigned>(),
                         p["speed"].get<std::string>().c_str(), p["gid_index"].get<int>(),
                         p["gid_type"].get<std::string>().c_str(), p["gid"].get<std::string>().c_str());
-        for (const auto& m : d["libfabric"])
-            std::printf("    libfabric: %s %s fabric %s domain %s\n",
+        for (const auto& m : d["libfabric"]) {
+            std::string fabrics;
+            for (const auto& f : m["fabrics"])
+                fabrics += (fabrics.empty() ? "" : ", ") + f.get<std::string>();
+            std::printf("    libfabric: %s %s domain %s, fabric%s %s\n",
                         m["provider"].get<std::string>().c_str(),
                         m["endpoint"].get<std::string>().c_str(),
-                        m["fabric"].get<std::string>().c_str(),
-                        m["domain"].get<std::string>().c_str());
+                        m["domain"].get<std::string>().c_str(), m["fabrics"].size() > 1 ? "s" : "",
+                        fabrics.c_str());
+        }
     }
     std::printf("\nThe order weft chooses in (shm only when the caller allows it):\n");
     for (const auto& r : j["order"]) {
@@ -173,12 +216,16 @@ void print_human(const json& j)
     std::printf("  (- = used only when asked for by name)\n\n");
     for (const char* key : {"choice", "choice_with_shm"}) {
         const auto& c = j[key];
-        const char* label = std::string(key) == "choice" ? "weft would choose"
-                                                         : "with both peers on this host";
+        const std::string asked = j.contains("filter") ? fmt::format(
+                                                             " (with -p {})", j["filter"].get<std::string>())
+                                                       : "";
+        const std::string label = std::string(key) == "choice"
+                                      ? "weft would choose" + asked
+                                      : "with both peers on this host" + asked;
         if (c.contains("error"))
-            std::printf("%s: nothing (%s)\n", label, c["error"].get<std::string>().c_str());
+            std::printf("%s: nothing (%s)\n", label.c_str(), c["error"].get<std::string>().c_str());
         else
-            std::printf("%s: %s %s on %s / %s%s\n", label, c["provider"].get<std::string>().c_str(),
+            std::printf("%s: %s %s on %s / %s%s\n", label.c_str(), c["provider"].get<std::string>().c_str(),
                         c["endpoint"].get<std::string>().c_str(),
                         c["fabric"].get<std::string>().c_str(),
                         c["domain"].get<std::string>().c_str(),
@@ -188,17 +235,29 @@ void print_human(const json& j)
 
 } // namespace
 
-int info(bool as_json)
+int info(const InfoOptions& options)
 {
     json j;
     j["libfabric"] =
         fmt::format("{}.{}", FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
-    j["providers"] = provider_rows();
+    if (!options.provider.empty())
+        j["filter"] = options.provider;
+    j["providers"] = provider_rows(options.provider);
     j["rdma_devices"] = device_rows(j["providers"]);
-    j["order"] = order_rows();
-    j["choice"] = choice(false);
-    j["choice_with_shm"] = choice(true);
-    if (as_json)
+    j["order"] = order_rows(options.provider);
+    if (!options.provider.empty() && j["providers"].empty() && j["order"].empty()) {
+        std::set<std::string> names;
+        for (const auto& r : provider_rows(""))
+            names.insert(r["provider"].get<std::string>());
+        for (const auto& r : order_rows(""))
+            names.insert(r["provider"].get<std::string>());
+        std::fprintf(stderr, "weft info: no provider '%s' here; the providers are: %s\n",
+                     options.provider.c_str(), fmt::format("{}", fmt::join(names, ", ")).c_str());
+        return 1;
+    }
+    j["choice"] = choice(false, options.provider);
+    j["choice_with_shm"] = choice(true, options.provider);
+    if (options.json)
         std::printf("%s\n", j.dump(2).c_str());
     else
         print_human(j);

@@ -6,9 +6,14 @@
 
 namespace weft::tool {
 
-/// Lists providers, fabrics, domains and RDMA devices, and the order weft
-/// would choose in with each verdict. Returns the exit status.
-int info(bool json);
+struct InfoOptions {
+    bool json = false;
+    std::string provider; ///< only this provider and the stacks over it ("" = all)
+};
+/// Lists providers (one line per provider, endpoint type and domain, with the
+/// fabrics it is reached on), RDMA devices, and the order weft would choose in
+/// with each verdict. Returns the exit status: 1 when `provider` names none here.
+int info(const InfoOptions& options);
 
 struct DoctorOptions {
     bool json = false;

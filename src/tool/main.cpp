@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The `weft` program: the RMA ping-pong and the tools around it.
+#include <cstdio>
 #include <exception>
 #include <iostream>
+#include <limits>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -9,6 +12,43 @@
 #include "weft_bench.hpp"
 #include "pingpong.hpp"
 #include "weft/version.hpp"
+
+namespace {
+
+/// CLI11 says only "A subcommand is required" for a word that names none:
+/// name the word and the subcommands instead. The top level takes flags only
+/// (--help, --version), so the first other word must be a subcommand.
+/// Returns the exit status to leave with, or -1 to go on.
+int check_subcommand(const CLI::App& app, int argc, char** argv)
+{
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+    for (int i = 1; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (word == "-h" || word == "--help" || word == "--version")
+            return -1;
+        if (word.rfind('-', 0) == 0) {
+            std::fprintf(stderr, "weft: unknown option '%s'; before the subcommand weft takes "
+                                 "only --help and --version (weft SUBCOMMAND --help lists the "
+                                 "subcommand's options)\n",
+                         word.c_str());
+            return static_cast<int>(CLI::ExitCodes::ExtrasError);
+        }
+        for (const CLI::App* sub : app.get_subcommands({}))
+            if (sub->check_name(word))
+                return -1;
+        std::fprintf(stderr, "weft: unknown subcommand '%s'; the subcommands are: %s (weft --help "
+                             "says what each does)\n",
+                     word.c_str(), names.c_str());
+        return static_cast<int>(CLI::ExitCodes::ExtrasError);
+    }
+    std::fprintf(stderr, "weft: a subcommand is required: %s (weft --help says what each does)\n",
+                 names.c_str());
+    return static_cast<int>(CLI::ExitCodes::RequiredError);
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -22,29 +62,35 @@ int main(int argc, char** argv)
                                   "--server / --connect across processes or machines");
     weft::pingpong::add_options(*pp, pingpong);
 
-    bool info_json = false;
+    weft::tool::InfoOptions info_options;
     auto* info = app.add_subcommand("info", "providers, fabrics, domains and RDMA devices on this "
                                             "machine, and the order weft chooses in");
-    info->add_flag("--json", info_json, "machine-readable output");
+    info->add_flag("--json", info_options.json, "machine-readable output");
+    info->add_option("-p,--provider", info_options.provider,
+                     "only this provider and the stacks over it (-p tcp: tcp and tcp;ofi_rxm)");
 
     weft::tool::DoctorOptions doctor;
     auto* doc = app.add_subcommand("doctor", "preflight checks with verdicts and fixes; exit status "
                                              "0 when weft can run RDMA here");
     doc->add_flag("--json", doctor.json, "machine-readable output");
     doc->add_option("--shm-peer", doctor.shm_peer,
-                    "also check cross-memory attach (shm) to this process id");
+                    "also check cross-memory attach (shm) to this process id")
+        ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+        ->type_name("PID");
 
     weft::bench::Config bench;
     auto* bn = app.add_subcommand("bench", "latency, bandwidth, message rate and IOPS of RMA "
                                            "patterns; compare with weft-raw-bench");
     weft::bench::add_options(*bn, bench);
 
+    if (const int status = check_subcommand(app, argc, argv); status >= 0)
+        return status;
     CLI11_PARSE(app, argc, argv);
     try {
         if (*pp)
             return weft::pingpong::run(pingpong);
         if (*info)
-            return weft::tool::info(info_json);
+            return weft::tool::info(info_options);
         if (*doc)
             return weft::tool::doctor(doctor);
         if (*bn)
