@@ -24,19 +24,6 @@
 
 namespace weft {
 
-std::string_view to_string(Op op) noexcept
-{
-    switch (op) {
-    case Op::send: return "send";
-    case Op::recv: return "recv";
-    case Op::write: return "write";
-    case Op::read: return "read";
-    case Op::atomic: return "atomic";
-    case Op::notify: return "notify";
-    }
-    return "?";
-}
-
 struct Endpoint::Private {};
 
 Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options,
@@ -53,18 +40,24 @@ std::atomic<std::size_t> abandoned_count{0};
 Endpoint::~Endpoint()
 {
     close();
+    if (q_)
+        q_->detach(tags_);
 }
 
 void Endpoint::close() noexcept
 {
     if (ep_ == nullptr)
         return;
-    if (progress_ && !progress_->stop(ProgressThread::grace)) // it polls this endpoint
+    // The last endpoint of a queue stops its progress thread first: the thread
+    // polls the queue this endpoint is bound to. (No queue yet: the set-up
+    // failed before the endpoint was bound.)
+    const bool last = q_ && q_->attached_ == 1;
+    if (last && !q_->stop_progress())
         abandon();
-    progress_.reset();
     ep_owner_.reset();
     ep_ = nullptr;
-    held_.clear(); // nothing can touch them now
+    if (last)
+        q_->release_all(); // nothing can touch the regions it held now
 }
 
 void Endpoint::abandon() noexcept
@@ -75,16 +68,15 @@ void Endpoint::abandon() noexcept
     static auto* graveyard = new std::vector<std::shared_ptr<void>>;
     const std::lock_guard lock(m);
     (void)ep_owner_.release();
-    for (std::shared_ptr<void> p : {std::shared_ptr<void>(cq_), std::shared_ptr<void>(av_),
+    for (std::shared_ptr<void> p : {std::shared_ptr<void>(completions_), std::shared_ptr<void>(av_),
                                     std::shared_ptr<void>(eq_), std::shared_ptr<void>(slot_mr_),
                                     std::shared_ptr<void>(scratch_mr_),
                                     std::shared_ptr<void>(control_mr_),
                                     std::shared_ptr<void>(domain_)})
         if (p)
             graveyard->push_back(std::move(p));
-    for (auto& h : held_)
-        graveyard->push_back(std::const_pointer_cast<MemoryRegion>(std::move(h)));
-    held_.clear();
+    for (auto& h : q_->held())
+        graveyard->push_back(std::move(h));
     abandoned_count.fetch_add(1, std::memory_order_relaxed);
     detail::log_warning(fmt::format(
         "{} endpoint abandoned: its progress thread did not return from the provider within {} "
@@ -141,14 +133,50 @@ void Endpoint::open_fid(Info owned)
     framed_ = info->domain_attr->cq_data_size < sizeof(std::uint32_t);
 }
 
-void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
+namespace {
+
+/// Receive slots an endpoint posts: Options::rx_slots within what the
+/// provider takes, and at least the hello and the nudges under credits.
+std::size_t slot_count(const fi_info* info, const Options& options, bool credits)
+{
+    const std::size_t rx_size = info->rx_attr->size ? info->rx_attr->size : options.rx_slots;
+    // The hello and up to max_nudges nudges may arrive before the peer knows
+    // our slot count (endpoint_flow.cpp).
+    const std::size_t least = credits ? frame::max_nudges + 1 : 1;
+    return std::clamp<std::size_t>(options.rx_slots, std::min(least, rx_size), rx_size);
+}
+
+bool uses_credits(const Quirks& quirks, EndpointKind kind)
+{
+    return kind == EndpointKind::msg && quirks.receiver_not_ready_fatal;
+}
+
+} // namespace
+
+std::shared_ptr<Completions> Endpoint::completions_for(const std::shared_ptr<Domain>& domain,
+                                                       const Options& options,
+                                                       std::size_t endpoints)
+{
+    const fi_info* info = domain->info().get();
+    const Quirks& quirks = domain->quirks();
+    std::size_t cq_size = (info->tx_attr->size + info->rx_attr->size) * std::max<std::size_t>(1, endpoints);
+    if (quirks.max_cq_entries && cq_size > quirks.max_cq_entries)
+        cq_size = quirks.max_cq_entries;
+    const std::size_t slots = std::max(slot_count(info, options, true), slot_count(info, options, false));
+    return Completions::open(domain, options, cq_size, endpoints, slots);
+}
+
+void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq,
+                               std::shared_ptr<Completions> completions)
 {
     const fi_info* info = domain_->info().get();
-    std::size_t cq_size = info->tx_attr->size + info->rx_attr->size;
-    if (quirks_.max_cq_entries && cq_size > quirks_.max_cq_entries)
-        cq_size = quirks_.max_cq_entries;
-    cq_ = CompletionQueue::open(domain_, cq_size);
-    detail::check(fi_ep_bind(ep_, &cq_->get()->fid,
+    credits_ = uses_credits(quirks_, kind_);
+    const std::size_t count = slot_count(info, options_, credits_);
+    completions_ = completions ? std::move(completions) : completions_for(domain_, options_, 1);
+    q_ = completions_.get();
+    tags_ = q_->attach(this, count);
+    q_->credits_ |= credits_;
+    detail::check(fi_ep_bind(ep_, &q_->queue()->get()->fid,
                              FI_TRANSMIT | FI_RECV | (selective_ ? FI_SELECTIVE_COMPLETION : 0)),
                   "fi_ep_bind(cq)", provider());
     if (kind_ == EndpointKind::msg) {
@@ -170,13 +198,6 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     }
 
     // Receive slots: messages and (on FI_RX_CQ_DATA providers) notifications land here.
-    const std::size_t rx_size = info->rx_attr->size ? info->rx_attr->size : options_.rx_slots;
-    credits_ = kind_ == EndpointKind::msg && quirks_.receiver_not_ready_fatal;
-    // The hello and up to max_nudges nudges may arrive before the peer knows
-    // our slot count (endpoint_flow.cpp).
-    const std::size_t least = credits_ ? frame::max_nudges + 1 : 1;
-    const std::size_t count = std::clamp<std::size_t>(options_.rx_slots, std::min(least, rx_size),
-                                                      rx_size);
     slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
     max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
     if (info->ep_attr->max_msg_size)
@@ -186,16 +207,14 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq)
     slot_mr_ = MemoryRegion::allocate(domain_, count * slot_size_, Access::local, this);
     slots_.resize(count);
     for (std::size_t i = 0; i < count; ++i)
-        slots_[i].buf = slot_mr_->data() + i * slot_size_;
-    lent_.reserve(count);
+        slots_[i] = slot_mr_->data() + i * slot_size_;
 
     // Scratch: frame headers and atomic operands, one entry per transmit slot.
     scratch_count_ = std::max<std::size_t>(64, 2 * info->tx_attr->size);
     scratch_mr_ = MemoryRegion::allocate(domain_, scratch_count_ * sizeof(AtomicScratch),
                                          Access::local, this);
     post_slots();
-    if (wants_progress_thread(options_, quirks_))
-        start_progress_thread();
+    q_->endpoint_enabled();
 }
 
 void Endpoint::post_slots()
@@ -206,41 +225,35 @@ void Endpoint::post_slots()
 
 void Endpoint::post_recv(std::uint32_t slot)
 {
-    Slot* s = &slots_[slot];
-    post<fi_recv>("fi_recv", s->buf, slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC, s);
+    post<fi_recv>("fi_recv", slots_[slot], slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC,
+                  &tags_[2 + slot]);
 }
 
 void Endpoint::repost(std::uint32_t slot)
 {
+    if (ep_ == nullptr)
+        return;
     post_recv(slot);
-    if (credits_ && !awaiting_hello_)
+    if (credits_ && !awaiting_hello_) {
         ++reposted_; // a slot the peer may use again; granted in grant_credits()
-}
-
-void Endpoint::repost_lent()
-{
-    for (auto slot : lent_)
-        repost(slot);
-    lent_.clear();
-    grant_credits();
-}
-
-void Endpoint::start_progress_thread()
-{
-    progress_ = std::make_unique<ProgressThread>(cq_, activity_, options_.progress_interval,
-                                                 options_.progress_cpu);
+        if (!grant_queued_) {
+            grant_queued_ = true;
+            q_->granting_.push_back(this);
+        }
+    }
 }
 
 std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, const Info& info,
                                             const Options& options,
-                                            std::span<const std::byte> param, Deadline deadline)
+                                            std::span<const std::byte> param, Deadline deadline,
+                                            std::shared_ptr<Completions> completions)
 {
     // On iWARP the port rdma_cm picked for this end may be one a TCP socket
     // holds; the connect then fails here, before any request left (retry.hpp).
     auto ep = detail::retry_on_port_clash(info.get(), [&] {
         auto made = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
         made->open_fid(info);
-        made->bind_and_enable(EventQueue::open(domain->fabric()));
+        made->bind_and_enable(EventQueue::open(domain->fabric()), completions);
         detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
                                  param.size()),
                       "fi_connect", made->provider());
@@ -279,12 +292,13 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
 
 std::shared_ptr<Endpoint> Endpoint::begin_accept(std::shared_ptr<Domain> domain,
                                                  EventQueue::Event request,
-                                                 const Options& options)
+                                                 const Options& options,
+                                                 std::shared_ptr<Completions> completions)
 {
     auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
     ep->open_fid(std::move(*request.info));
     ep->awaiting_hello_ = true;
-    ep->bind_and_enable(EventQueue::open(domain->fabric()));
+    ep->bind_and_enable(EventQueue::open(domain->fabric()), std::move(completions));
     detail::check(fi_accept(ep->ep_, nullptr, 0), "fi_accept", ep->provider());
     return ep;
 }
@@ -303,7 +317,7 @@ bool Endpoint::accept_step()
         connected_ = true;
     }
     if (awaiting_hello_) {
-        stash_some();
+        q_->stash_some();
         if (awaiting_hello_)
             return false;
         if (credits_)
@@ -313,13 +327,14 @@ bool Endpoint::accept_step()
 }
 
 std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
-                                             const Options& options)
+                                             const Options& options,
+                                             std::shared_ptr<Completions> completions)
 {
     // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable.
     return detail::retry_on_port_clash(domain->info().get(), [&] {
         auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
         ep->open_fid(domain->info());
-        ep->bind_and_enable(nullptr);
+        ep->bind_and_enable(nullptr, completions);
         return ep;
     });
 }
@@ -350,78 +365,10 @@ Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
     return av_->insert(peer_name);
 }
 
-bool Endpoint::ours(const void* ctx) const noexcept
+bool Endpoint::received(const detail::Tag& tag, const fi_cq_data_entry& e, Completion& c)
 {
-    const auto base = reinterpret_cast<std::uintptr_t>(slots_.data());
-    const auto p = reinterpret_cast<std::uintptr_t>(ctx);
-    return ctx == &internal_ || ctx == &fence_ || (p >= base && p < base + slots_.size() * sizeof(Slot));
-}
-
-void Endpoint::failed(void* context) noexcept
-{
-    if (!ours(context))
-        --in_flight_;
-}
-
-void Endpoint::keep_slow(const MemoryRegion* region, bool sink)
-{
-    if (sink && region && region->read_only())
-        throw UsageError("read", -FI_EINVAL, std::string(provider()),
-                         "the local sink is a read-only mapping (MemoryRegion::map_file without "
-                         "remote-write access): the data cannot land there. Read into a region "
-                         "of writable memory, or map the file with Access::remote_read_write; "
-                         "nothing was posted");
-    (sink ? last_sink_ : last_source_) = region;
-    if (!region)
-        return; // a span built by hand: its owner keeps it alive
-    for (const auto& h : held_)
-        if (h.get() == region)
-            return;
-    if (in_flight_ <= 0)
-        release_idle();
-    held_.push_back(region->shared_from_this());
-}
-
-void Endpoint::release_idle() noexcept
-{
-    // Nothing in flight: a region only this endpoint still holds may go.
-    const auto before = held_.size();
-    std::erase_if(held_, [](const std::shared_ptr<const MemoryRegion>& h) { return h.use_count() == 1; });
-    if (held_.size() != before)
-        last_source_ = last_sink_ = nullptr; // a freed address may come back as another region
-}
-
-bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
-{
-    void* ctx = e.op_context;
-    if (ctx == &internal_)
-        return false;
-    if (ctx == &fence_) {
-        fence_done_ = true;
-        return false;
-    }
-    const auto base = reinterpret_cast<std::uintptr_t>(slots_.data());
-    const auto p = reinterpret_cast<std::uintptr_t>(ctx);
-    const bool is_slot = p >= base && p < base + slots_.size() * sizeof(Slot);
-    const auto slot = static_cast<std::uint32_t>((p - base) / sizeof(Slot));
-
-    // A peer's notification is a remote write with CQ data. Its context is
-    // no pointer of ours: nullptr, a receive slot it consumed (FI_RX_CQ_DATA),
-    // or whatever the provider put there (shm: its command's msg_id, 0x1 ...).
-    // A local write_notify completion may also carry FI_REMOTE_CQ_DATA
-    // (sockets sets it), but never FI_REMOTE_WRITE.
-    if ((e.flags & FI_REMOTE_CQ_DATA) && ((e.flags & FI_REMOTE_WRITE) || is_slot || ctx == nullptr)) {
-        c = Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
-        if (is_slot) // FI_RX_CQ_DATA: the notification consumed a receive
-            repost(slot);
-        return true;
-    }
-    if (!is_slot) {
-        c = Completion{ctx, detail::op_from_flags(e.flags), e.len, 0, {}};
-        --in_flight_;
-        return true;
-    }
-    std::byte* buf = slots_[slot].buf;
+    const std::uint32_t slot = tag.index;
+    std::byte* buf = slots_[slot];
     if (awaiting_hello_) {
         const bool framed_hello = !framed_ || (e.len >= frame::header_size &&
                                                frame::type_of(buf) == frame::type_hello);
@@ -436,7 +383,7 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
         return false;
     }
     if (!framed_) {
-        c = Completion{nullptr, Op::recv, e.len, 0, {buf, e.len}, slot};
+        c = Completion{nullptr, Op::recv, e.len, 0, {buf, e.len}, &tag};
         return true;
     }
     if (e.len < frame::header_size) {
@@ -453,7 +400,7 @@ bool Endpoint::translate(const fi_cq_data_entry& e, Completion& c)
         return true;
     case frame::type_message:
         c = Completion{nullptr, Op::recv, e.len - frame::header_size, 0,
-                       {buf + frame::header_size, e.len - frame::header_size}, slot};
+                       {buf + frame::header_size, e.len - frame::header_size}, &tag};
         return true;
     default:
         repost(slot);

@@ -37,7 +37,7 @@ void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), v
                                   "thread (Progress::automatic); or the peer is gone (exited, "
                                   "killed, unreachable)"
                                 : ""));
-        stash_some(); // progress, keeping what completes for later polls
+        q_->stash_some(); // progress, keeping what completes for later polls
         r = retry(arg);
     }
     if (r != 0)
@@ -57,7 +57,7 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
 {
     for (const Write& w : writes) {
         (void)dst.write_address(w.offset, w.src.len);
-        keep_source(w.src);
+        q_->keep_source(w.src);
     }
     // Unsignaled writes hold transmit slots until a later signaled one
     // completes: signal at least every half queue.
@@ -77,7 +77,7 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         fi_rma_iov rma{dst.write_address(w.offset, w.src.len), w.src.len, dst.key()};
         // Unsignaled writes carry weft's own context: tcp and net complete them
         // anyway, and those completions must not reach the caller.
-        fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : &internal_, 0};
+        fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : internal_ctx(), 0};
         // A full queue while a chain is held back (FI_MORE) never drains:
         // retry without FI_MORE, which flushes what was chained so far.
         if (ep_ == nullptr) [[unlikely]]
@@ -88,7 +88,7 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         else if (r != 0)
             detail::throw_error("fi_writemsg", static_cast<int>(r), provider());
         signaled += signal;
-        in_flight_ += signal;
+        q_->in_flight_ += signal;
     }
     return signaled;
 }
@@ -114,10 +114,10 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
         if (odd_length("writev", Op::write, total, context))
             return;
     for (const Local& l : src)
-        keep_source(l);
+        q_->keep_source(l);
     fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
     post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
-    ++in_flight_;
+    ++q_->in_flight_;
 }
 
 void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
@@ -127,13 +127,13 @@ void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t 
     // Op::notify. The message must not overtake the data: ordered when the
     // provider promises send-after-write, else weft waits for delivery first.
     take_credit(); // before the write, so that a write is never left without its notify
-    keep_source(src);
+    q_->keep_source(src);
     if (ordered_saw_) {
-        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, key, &internal_);
+        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, key, internal_ctx());
     } else {
         iovec iov{src.addr, src.len};
         fi_rma_iov rma{addr, src.len, key};
-        fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, &fence_, 0};
+        fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, fence_ctx(), 0};
         fence_done_ = false;
         post<fi_writemsg>("fi_writemsg", &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
         await_fence(Deadline::after(post_timeout_), "the write before the notify message");
@@ -145,7 +145,7 @@ void Endpoint::await_fence(Deadline deadline, const char* what)
 {
     std::uint32_t spins = 0;
     while (!fence_done_) {
-        stash_some();
+        q_->stash_some();
         if ((++spins & 255u) == 0 && deadline.expired())
             detail::throw_error(
                 "wait", -FI_ETIMEDOUT, provider(),
@@ -169,7 +169,7 @@ void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
     iovec iov{sink, 1};
     void* desc = scratch_mr_->desc();
     fi_rma_iov rma{readable.read_address(0, 1), 1, readable.key()};
-    fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, &fence_, 0};
+    fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, fence_ctx(), 0};
     fence_done_ = false;
     post<fi_readmsg>("fi_readmsg(flush)", &msg,
                      FI_COMPLETION | (queue_bypassing_reads_ ? FI_DELIVERY_COMPLETE : 0));
@@ -209,12 +209,12 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
         if (odd_length("readv", Op::read, total, context))
             return;
     for (const Local& l : dst)
-        keep_sink(l);
+        q_->keep_sink(l);
     if (unflushed_)
         flush_before_read(src, offset, peer);
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
     post<fi_readmsg>("fi_readmsg", &msg, FI_COMPLETION);
-    ++in_flight_;
+    ++q_->in_flight_;
 }
 
 void Endpoint::inject_too_big(std::size_t len) const
@@ -246,9 +246,9 @@ void Endpoint::send(Local src, void* context, Peer peer)
         complete_locally(Op::send, context, src.len);
         return;
     }
-    keep_source(src);
+    q_->keep_source(src);
     post<fi_send>("fi_send", src.addr, src.len, src.desc, peer.addr, context);
-    ++in_flight_;
+    ++q_->in_flight_;
 }
 
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
@@ -260,10 +260,10 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
     std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
     const std::size_t count = payload.len ? 2 : 1;
     if (payload.len)
-        keep_source(payload);
+        q_->keep_source(payload);
     fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
     post<fi_sendmsg>("fi_sendmsg", &msg, FI_COMPLETION);
-    in_flight_ += ours(context) ? 0 : 1;
+    q_->in_flight_ += q_->ours(context) ? 0 : 1;
 }
 
 void Endpoint::unsupported(const char* what) const
@@ -285,14 +285,14 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
     if (result.len < sizeof(std::uint64_t))
         throw UsageError("fetch_add", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
-    keep_sink(result);
+    q_->keep_sink(result);
     auto* s = next_scratch();
     s->operand = operand;
     const void* buf = quirks_.atomic_operands_by_value
                           ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
                           : &s->operand;
     post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_mr_->desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
-    ++in_flight_;
+    ++q_->in_flight_;
 }
 
 void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t offset,
@@ -305,7 +305,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
     if (result.len < sizeof(std::uint64_t))
         throw UsageError("compare_swap", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
-    keep_sink(result);
+    q_->keep_sink(result);
     auto* s = next_scratch();
     s->operand = desired;
     s->compare = expected;
@@ -316,64 +316,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
     const void* compare =
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(expected)) : &s->compare;
     post<fi_compare_atomic>("fi_compare_atomic", swap, 1, desc, compare, desc, result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
-    ++in_flight_;
-}
-
-// ---- completions ----
-
-std::size_t Endpoint::translate_all(const fi_cq_data_entry* entries, std::size_t n,
-                                    std::span<Completion> out)
-{
-    std::size_t m = 0;
-    const auto slots_lo = reinterpret_cast<std::uintptr_t>(slots_.data());
-    const auto slots_hi = slots_lo + slots_.size() * sizeof(Slot);
-    for (std::size_t i = 0; i < n; ++i) {
-        const fi_cq_data_entry& e = entries[i];
-        const auto p = reinterpret_cast<std::uintptr_t>(e.op_context);
-        // The common case inline: the caller's own operation completed.
-        if (!(e.flags & FI_REMOTE_CQ_DATA) && e.op_context != &internal_ &&
-            e.op_context != &fence_ && (p < slots_lo || p >= slots_hi)) [[likely]] {
-            out[m++] = Completion{e.op_context, detail::op_from_flags(e.flags), e.len, 0, {}};
-            --in_flight_;
-            continue;
-        }
-        if (translate(e, out[m]))
-            ++m;
-    }
-    return m;
-}
-
-std::size_t Endpoint::drain(std::span<Completion> out)
-{
-    activity_.note();
-    std::array<fi_cq_data_entry, poll_batch> entries;
-    const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
-    const std::size_t m = translate_all(entries.data(), n, out);
-    if (credits_)
-        grant_credits();
-    return m;
-}
-
-std::size_t Endpoint::lend(std::span<const Completion> taken)
-{
-    for (const Completion& c : taken)
-        if (c.slot != Completion::no_slot)
-            lent_.push_back(c.slot);
-    return taken.size();
-}
-
-std::size_t Endpoint::take_entries(const fi_cq_data_entry* entries, std::size_t n,
-                                   std::span<Completion> out)
-{
-    return lend(out.first(translate_all(entries, n, out)));
-}
-
-void Endpoint::stash_some()
-{
-    std::array<Completion, 16> got;
-    const std::size_t n = drain(got);
-    for (std::size_t i = 0; i < n; ++i)
-        deferred_.push_back(got[i]);
+    ++q_->in_flight_;
 }
 
 bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* context)
@@ -389,107 +332,6 @@ bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* contex
                                  "transfer into pieces of at most Endpoint::max_transfer() bytes; "
                                  "nothing was posted",
                                  len, max_transfer_));
-}
-
-std::size_t Endpoint::poll_slow(std::span<Completion> out)
-{
-    if (ep_ == nullptr) [[unlikely]]
-        closed_error("poll");
-    if (!lent_.empty())
-        repost_lent();
-    std::size_t n = 0;
-    while (n < out.size() && !deferred_.empty())
-        out[n++] = deferred_.pop_front();
-    if (n < out.size())
-        n += drain(out.subspan(n));
-    if (in_flight_ <= 0 && !held_.empty())
-        release_idle();
-    return lend(out.first(n));
-}
-
-std::optional<Completion> Endpoint::poll_one()
-{
-    Completion c;
-    if (poll(std::span(&c, 1)) == 1)
-        return c;
-    return std::nullopt;
-}
-
-template <class Pred>
-Completion Endpoint::wait_until(Pred&& pred, Deadline deadline, const char* what)
-{
-    if (ep_ == nullptr) [[unlikely]]
-        closed_error(what);
-    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
-    spun_out_ = false;
-    if (!lent_.empty())
-        repost_lent();
-    auto take = [&](Completion c) {
-        if (c.slot != Completion::no_slot)
-            lent_.push_back(c.slot);
-        return c;
-    };
-    for (std::size_t i = 0; i < deferred_.size(); ++i)
-        if (pred(deferred_[i])) {
-            const Completion c = deferred_[i];
-            deferred_.erase(i);
-            return take(c);
-        }
-    std::uint32_t spins = 0;
-    for (;;) {
-        auto& got = waiting_;
-        const std::size_t n = drain(got);
-        std::size_t hit = n;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (hit == n && pred(got[i]))
-                hit = i;
-            else
-                deferred_.push_back(got[i]);
-        }
-        if (hit != n) {
-            if (in_flight_ <= 0 && !held_.empty())
-                release_idle();
-            return take(got[hit]);
-        }
-        if ((++spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
-            wait_timeout(what, late);
-    }
-}
-
-void Endpoint::wait_timeout(const char* what, bool late) const
-{
-    if (late)
-        detail::throw_error("wait", -FI_ETIMEDOUT, provider(),
-                            fmt::format("the deadline had already passed when the wait for {} "
-                                        "began, and nothing had completed: nothing is known to "
-                                        "be wrong with the peer. Give the wait a deadline in the "
-                                        "future (Deadline::after, or Deadline::never())",
-                                        what));
-    std::string hint = fmt::format("no completion for {} before the deadline", what);
-    if (quirks_.target_needs_progress)
-        hint += "; this provider moves data only while the peer reads its completion "
-                "queue, so the peer must poll its endpoint or run a progress thread "
-                "(Progress::automatic)";
-    if (quirks_.remote_errors_silent)
-        hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
-                "without an error, so check the RemoteRegion too";
-    hint += "; is the peer alive?";
-    detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
-}
-
-Completion Endpoint::wait_slow(void* context, Deadline deadline)
-{
-    return wait_until(
-        [context](const Completion& c) {
-            return c.context == context && c.op != Op::recv && c.op != Op::notify;
-        },
-        deadline, "the operation");
-}
-
-Completion Endpoint::wait_for_slow(Op op, Deadline deadline)
-{
-    const char* what = op == Op::notify ? "a notification" : op == Op::recv ? "a message" : "an operation";
-    return wait_until([op](const Completion& c) { return c.op == op; }, deadline, what);
 }
 
 } // namespace weft

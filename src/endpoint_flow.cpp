@@ -56,10 +56,10 @@ void Endpoint::send_hello()
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
     }
     if (framed_) {
-        send_frame(frame::type_hello, 0, Local{staging, len, desc}, &internal_, Peer{});
+        send_frame(frame::type_hello, 0, Local{staging, len, desc}, internal_ctx(), Peer{});
         return;
     }
-    post<fi_send>("fi_send(hello)", staging, len, desc, FI_ADDR_UNSPEC, &internal_);
+    post<fi_send>("fi_send(hello)", staging, len, desc, FI_ADDR_UNSPEC, internal_ctx());
 }
 
 bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
@@ -92,7 +92,7 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
     std::uint32_t nudges = 0;
     std::uint32_t spins = 0;
     while (awaiting_hello_) {
-        stash_some();
+        q_->stash_some();
         if ((++spins & 255u) != 0)
             continue;
         if (deadline.expired())
@@ -101,7 +101,7 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
                                 "peer of the same version?");
         if (nudge && nudges < nudge_at.size() &&
             std::chrono::steady_clock::now() - start >= nudge_at[nudges]) {
-            send_frame(frame::type_nudge, 0, Local{}, &internal_, Peer{});
+            send_frame(frame::type_nudge, 0, Local{}, internal_ctx(), Peer{});
             ++sent_;
             ++nudges;
         }
@@ -126,7 +126,7 @@ void Endpoint::take_credit()
     const auto deadline = Deadline::after(post_timeout_);
     std::uint32_t spins = 0;
     while (sent_ >= peer_slots_ + load_counter(control_mr_->data())) {
-        stash_some();
+        q_->stash_some();
         if ((++spins & 255u) == 0 && deadline.expired())
             detail::throw_error(
                 "send", -FI_ETIMEDOUT, provider(),
@@ -143,6 +143,7 @@ void Endpoint::take_credit()
 
 void Endpoint::grant_credits()
 {
+    grant_queued_ = false;
     const std::uint64_t threshold = std::max<std::uint64_t>(1, slots_.size() / 4);
     if (!credits_ || granting_ || reposted_ - granted_ < threshold)
         return;
@@ -150,7 +151,7 @@ void Endpoint::grant_credits()
     auto* value = next_scratch();
     value->operand = reposted_;
     const std::uint64_t addr = peer_credit_.write_address(0, sizeof(std::uint64_t));
-    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_mr_->desc(), FI_ADDR_UNSPEC, addr, peer_credit_.key(), &internal_);
+    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_mr_->desc(), FI_ADDR_UNSPEC, addr, peer_credit_.key(), internal_ctx());
     granted_ = reposted_;
     granting_ = false;
 }

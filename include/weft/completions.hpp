@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+/// @brief What one completion queue reports, for the endpoints bound to it:
+/// polling, waiting for one operation or for the next of a kind, and keeping
+/// what arrives meanwhile.
+///
+/// Several endpoints may share one Completions (a Node's MSG endpoints do);
+/// an endpoint opened on its own gets one of its own. The operations weft
+/// posts itself (receive slots, hellos, credits, fences) carry a context from
+/// this object's arena of tags, so one range check tells them from the
+/// caller's contexts, and a tag names the endpoint it belongs to.
+///
+/// Threading: one thread at a time. A weft progress thread, when running,
+/// only calls CompletionQueue::progress().
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <rdma/fi_eq.h>
+
+#include "weft/completion_queue.hpp"
+#include "weft/deadline.hpp"
+#include "weft/error.hpp"
+#include "weft/memory_region.hpp"
+#include "weft/progress.hpp"
+#include "weft/ring.hpp"
+
+namespace weft {
+
+class Endpoint;
+struct Options;
+
+/// What a completion reports.
+enum class Op : std::uint8_t {
+    send,   ///< a send finished locally (its buffer may be reused)
+    recv,   ///< a message arrived: Completion::message
+    write,  ///< an RMA write (or write_notify) finished locally
+    read,   ///< an RMA read finished: the data is in the local sink
+    atomic, ///< a fetch_add / compare_swap finished: the old value is in the result
+    notify, ///< a peer's write_notify landed here: Completion::data is its value
+};
+std::string_view to_string(Op op) noexcept;
+
+namespace detail {
+/// The Op of a completion, from its libfabric flags.
+constexpr Op op_from_flags(std::uint64_t flags) noexcept
+{
+    if (flags & FI_ATOMIC)
+        return Op::atomic;
+    if (flags & FI_RMA)
+        return (flags & FI_READ) ? Op::read : Op::write;
+    if (flags & FI_RECV)
+        return Op::recv;
+    return Op::send;
+}
+
+/// The context of an operation weft posted itself.
+struct Tag {
+    enum class Kind : std::uint8_t { free, slot, internal, fence };
+    Endpoint* owner = nullptr; ///< nullptr once the endpoint has gone
+    std::uint32_t index = 0;   ///< slot: which receive slot of the owner
+    Kind kind = Kind::free;
+};
+} // namespace detail
+
+struct Completion {
+    void* context = nullptr; ///< as given when posting; nullptr for recv and notify
+    Op op = Op::send;
+    /// Bytes moved by this side's operation, or received (recv). 0 for a
+    /// notification on every provider (some report the written length, others
+    /// cannot): carry a length in the notification's value if the target needs it.
+    std::size_t len = 0;
+    std::uint32_t data = 0; ///< notify: the 32-bit value the writer attached
+    /// recv: the payload, valid until the next poll / wait call on this queue.
+    std::span<const std::byte> message;
+    const detail::Tag* lent = nullptr; ///< internal: the receive slot lent out
+};
+
+class Completions {
+public:
+    /// A queue of `cq_size` entries for up to `endpoints` endpoints with
+    /// `slots` receive slots each. Where `options` and the domain's quirks
+    /// want a progress thread, it starts once the first endpoint is enabled.
+    static std::shared_ptr<Completions> open(std::shared_ptr<Domain> domain,
+                                             const Options& options, std::size_t cq_size,
+                                             std::size_t endpoints, std::size_t slots);
+    ~Completions();
+    Completions(const Completions&) = delete;
+    Completions& operator=(const Completions&) = delete;
+
+    /// Non-blocking: fills `out` with ready completions, returns how many.
+    std::size_t poll(std::span<Completion> out);
+    std::optional<Completion> poll_one();
+    /// Waits for the completion of the operation posted with `context`; others
+    /// that arrive meanwhile are kept for later polls.
+    Completion wait(void* context, Deadline deadline);
+    /// Waits for the next completion of kind `op` (e.g. Op::notify, Op::recv).
+    Completion wait_for(Op op, Deadline deadline);
+    /// Drives provider progress without taking completions (MANUAL providers).
+    void progress() noexcept { cq_->progress(); }
+
+    const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
+    std::string_view provider() const noexcept { return cq_->domain()->provider(); }
+    bool progress_thread() const noexcept { return progress_ != nullptr; }
+    std::uint64_t progress_drives() const noexcept { return progress_ ? progress_->drives() : 0; }
+    /// Stops the progress thread; false when it stayed stuck inside the
+    /// provider (see ProgressThread::stop), after which nothing it may touch
+    /// may be closed.
+    bool stop_progress() noexcept;
+
+    struct Private;
+    Completions(Private, std::shared_ptr<CompletionQueue> cq, std::size_t endpoints,
+                std::size_t slots);
+
+private:
+    friend class Endpoint;
+
+    /// An endpoint bound to this queue is enabled: the progress thread may run.
+    void endpoint_enabled();
+
+    // ---- tags: the contexts of weft's own operations ----
+    /// A block of tags for `owner`: [0] internal, [1] fence, then its slots.
+    std::span<detail::Tag> attach(Endpoint* owner, std::size_t slots);
+    void detach(std::span<detail::Tag> tags) noexcept;
+    bool ours(const void* ctx) const noexcept
+    {
+        const auto p = reinterpret_cast<std::uintptr_t>(ctx);
+        return p - tags_lo_ < tags_span_;
+    }
+
+    // ---- regions posted operations use, held until they complete ----
+    void keep_source(const Local& l)
+    {
+        if (l.region != last_source_) [[unlikely]]
+            keep_slow(l.region, false);
+    }
+    void keep_sink(const Local& l)
+    {
+        if (l.region != last_sink_) [[unlikely]]
+            keep_slow(l.region, true);
+    }
+    void keep_slow(const MemoryRegion* region, bool sink);
+    void release_idle() noexcept;
+    void release_all() noexcept;
+    std::vector<std::shared_ptr<void>> held() const;
+
+    /// cq_->read, counting a failed operation of the caller's as completed.
+    std::size_t read_cq(fi_cq_data_entry* entries, std::size_t n)
+    {
+        try {
+            return cq_->read(entries, n);
+        } catch (const Error& e) {
+            if (!ours(e.context()))
+                --in_flight_;
+            throw;
+        }
+    }
+
+    static constexpr std::size_t poll_batch = 16;
+    /// Waits read the clock once per this many + 1 empty polls: a clock read is
+    /// a system call where the clock source has no vDSO (the lab's TCG guest,
+    /// ~25 us), and a fast poll takes ~0.1 us here, so ~0.1 ms between checks.
+    static constexpr std::uint32_t clock_every = 1023;
+    /// The fast paths' precondition: nothing lent out, no credit flow control
+    /// (whose grants ride on every drain).
+    bool plain() const noexcept { return lent_.empty() && !credits_; }
+    bool holds(Op op) noexcept
+    {
+        for (std::size_t i = 0; i < deferred_.size(); ++i)
+            if (deferred_[i].op == op)
+                return true;
+        return false;
+    }
+    template <class Accept>
+    std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
+    std::size_t drain(std::span<Completion> out);
+    std::size_t translate_all(const fi_cq_data_entry* entries, std::size_t n,
+                              std::span<Completion> out);
+    std::size_t lend(std::span<const Completion> taken);
+    std::size_t take_entries(const fi_cq_data_entry* entries, std::size_t n,
+                             std::span<Completion> out);
+    std::size_t poll_slow(std::span<Completion> out);
+    bool translate(const fi_cq_data_entry& e, Completion& c);
+    template <class Pred>
+    Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
+    /// Progress, keeping what completes for later polls.
+    void stash_some();
+    void defer(const Completion& c) { deferred_.push_back(c); }
+    void repost_lent();
+    Completion wait_slow(void* context, Deadline deadline);
+    Completion wait_for_slow(Op op, Deadline deadline);
+    [[noreturn]] void wait_timeout(const char* what, bool late) const;
+
+    std::shared_ptr<CompletionQueue> cq_;
+    Quirks quirks_;
+    detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized
+    std::array<Completion, 16> waiting_{}; // wait()'s batch: not re-initialised on every spin
+    std::vector<const detail::Tag*> lent_; // slots handed to the caller, reposted on the next poll
+    std::vector<detail::Tag> tags_;        // the arena (never reallocated)
+    std::vector<std::uint32_t> free_blocks_;
+    std::vector<std::uint32_t> quarantine_; // freed, reused once the queue was seen empty
+    std::size_t block_ = 0;                // tags per endpoint
+    std::uintptr_t tags_lo_ = 0;
+    std::uintptr_t tags_span_ = 0;
+    std::size_t attached_ = 0;             // endpoints bound now
+    bool credits_ = false;                 // an endpoint counts credits (its grants ride on drains)
+    std::vector<Endpoint*> granting_;      // endpoints with credits to hand back
+    bool spun_out_ = false;                // spin_one returned because the deadline passed
+    // Regions that posted operations use (Local::region), held until no
+    // operation is in flight and the caller has dropped them (release_idle):
+    // freeing a region under a pending read would let the provider write into
+    // freed memory. One cached region per role keeps the fast path one compare.
+    std::vector<std::shared_ptr<const MemoryRegion>> held_;
+    const MemoryRegion* last_source_ = nullptr;
+    const MemoryRegion* last_sink_ = nullptr;
+    std::int64_t in_flight_ = 0; // caller's operations posted and not yet completed
+    Activity activity_;          // polls seen, so the progress thread can stay out of the way
+    bool wants_thread_ = false;
+    std::chrono::microseconds progress_interval_{100};
+    std::optional<int> progress_cpu_;
+    std::unique_ptr<ProgressThread> progress_; // stopped first: declared last
+};
+
+// ---- The fast paths, inline like libfabric's own fi_cq_read(): the call into
+// libweft.so costs more than weft's checks. Everything unusual is out of line
+// in src/completions.cpp. ----
+
+inline std::size_t Completions::poll(std::span<Completion> out)
+{
+    // Nothing held back: read the queue straight; an empty queue (a spinning
+    // poller's usual answer) costs one compare more than fi_cq_read.
+    if (deferred_.empty() && plain() && !out.empty()) [[likely]] {
+        activity_.note();
+        std::array<fi_cq_data_entry, poll_batch> entries;
+        const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
+        return n == 0 ? 0 : take_entries(entries.data(), n, out);
+    }
+    return poll_slow(out);
+}
+
+/// The waits' fast path: spins on the queue one entry at a time. The first
+/// entry is returned as `accept` makes it, or kept for the slow path (which
+/// also owns the deadline: nothing comes back once it passed).
+template <class Accept>
+[[gnu::always_inline]] inline std::optional<Completion> Completions::spin_one(Accept&& accept,
+                                                                             Deadline deadline)
+{
+    for (std::uint32_t spins = 1;; ++spins) {
+        activity_.note();
+        fi_cq_data_entry e;
+        if (read_cq(&e, 1) == 1) {
+            if (std::optional<Completion> c = accept(e)) [[likely]]
+                return c;
+            Completion c;
+            if (translate(e, c))
+                deferred_.push_back(c); // the slow path finds it there
+            return std::nullopt;
+        }
+        if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]] {
+            spun_out_ = true; // the slow path tells this from a deadline passed on entry
+            return std::nullopt;
+        }
+    }
+}
+
+inline Completion Completions::wait_for(Op op, Deadline deadline)
+{
+    // A notification and none held back: the next entry is usually it (a
+    // write_notify ping-pong).
+    if (op == Op::notify && plain() && !holds(Op::notify)) [[likely]] {
+        const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
+                return Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
+            return std::nullopt;
+        };
+        if (auto c = spin_one(notify, deadline))
+            return *c;
+    }
+    return wait_for_slow(op, deadline);
+}
+
+inline Completion Completions::wait(void* context, Deadline deadline)
+{
+    // An inject's completion, reported by weft itself, waits at the front.
+    if (!deferred_.empty() && lent_.empty() && deferred_[0].context == context &&
+        deferred_[0].op != Op::recv && deferred_[0].op != Op::notify)
+        return deferred_.pop_front();
+    // One operation in flight, the common case: nothing held back, and the
+    // next entry is this one.
+    if (deferred_.empty() && plain()) [[likely]] {
+        const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
+                --in_flight_;
+                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            }
+            return std::nullopt;
+        };
+        if (auto c = spin_one(mine, deadline))
+            return *c;
+    }
+    return wait_slow(context, deadline);
+}
+
+} // namespace weft

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+// Completions: turning queue entries into weft::Completion, keeping what
+// arrives while waiting for something else, the tags of weft's own
+// operations, and the regions posted operations hold.
+#include "weft/completions.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "frame.hpp"
+#include "weft/endpoint.hpp"
+#include "weft/select.hpp"
+
+namespace weft {
+
+std::string_view to_string(Op op) noexcept
+{
+    switch (op) {
+    case Op::send: return "send";
+    case Op::recv: return "recv";
+    case Op::write: return "write";
+    case Op::read: return "read";
+    case Op::atomic: return "atomic";
+    case Op::notify: return "notify";
+    }
+    return "?";
+}
+
+struct Completions::Private {};
+
+std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
+                                               const Options& options, std::size_t cq_size,
+                                               std::size_t endpoints, std::size_t slots)
+{
+    auto cq = CompletionQueue::open(std::move(domain), cq_size);
+    auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
+    q->wants_thread_ = wants_progress_thread(options, q->quirks_);
+    q->progress_interval_ = options.progress_interval;
+    q->progress_cpu_ = options.progress_cpu;
+    return q;
+}
+
+void Completions::endpoint_enabled()
+{
+    // Not before: libfabric's tcp crashes when a queue is read while an
+    // endpoint is being bound to it.
+    if (wants_thread_ && !progress_) {
+        wants_thread_ = false;
+        progress_ = std::make_unique<ProgressThread>(cq_, activity_, progress_interval_,
+                                                     progress_cpu_);
+    }
+}
+
+Completions::Completions(Private, std::shared_ptr<CompletionQueue> cq, std::size_t endpoints,
+                         std::size_t slots)
+    : cq_(std::move(cq)), quirks_(cq_->domain()->quirks()), block_(2 + slots)
+{
+    tags_.resize(std::max<std::size_t>(1, endpoints) * block_);
+    tags_lo_ = reinterpret_cast<std::uintptr_t>(tags_.data());
+    tags_span_ = tags_.size() * sizeof(detail::Tag);
+    for (std::size_t b = tags_.size() / block_; b-- > 0;)
+        free_blocks_.push_back(static_cast<std::uint32_t>(b));
+}
+
+Completions::~Completions() = default;
+
+bool Completions::stop_progress() noexcept
+{
+    if (!progress_)
+        return true;
+    if (!progress_->stop(ProgressThread::grace))
+        return false;
+    progress_.reset();
+    return true;
+}
+
+std::span<detail::Tag> Completions::attach(Endpoint* owner, std::size_t slots)
+{
+    if (slots + 2 > block_ || free_blocks_.empty())
+        throw UsageError("Completions::attach", -FI_EINVAL, std::string(provider()),
+                         fmt::format("this completion queue serves {} endpoint(s) of {} receive "
+                                     "slots each, and all are taken: open it for more",
+                                     tags_.size() / block_, block_ - 2));
+    const std::size_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    std::span<detail::Tag> tags(tags_.data() + b * block_, slots + 2);
+    tags[0] = {owner, 0, detail::Tag::Kind::internal};
+    tags[1] = {owner, 0, detail::Tag::Kind::fence};
+    for (std::size_t i = 0; i < slots; ++i)
+        tags[2 + i] = {owner, static_cast<std::uint32_t>(i), detail::Tag::Kind::slot};
+    ++attached_;
+    return tags;
+}
+
+void Completions::detach(std::span<detail::Tag> tags) noexcept
+{
+    if (tags.empty())
+        return;
+    // Entries of a closed endpoint may still sit in the queue: their tags stay
+    // ownerless (ignored) until the queue has been seen empty (drain()).
+    for (auto& t : tags)
+        t = {nullptr, 0, detail::Tag::Kind::free};
+    const auto b = static_cast<std::uint32_t>((tags.data() - tags_.data()) / static_cast<std::ptrdiff_t>(block_));
+    quarantine_.push_back(b);
+    std::erase_if(lent_, [&](const detail::Tag* t) { return t >= tags.data() && t < tags.data() + tags.size(); });
+    std::erase(granting_, tags.front().owner);
+    --attached_;
+}
+
+// ---- regions held for posted operations ----
+
+void Completions::keep_slow(const MemoryRegion* region, bool sink)
+{
+    if (sink && region && region->read_only())
+        throw UsageError("read", -FI_EINVAL, std::string(provider()),
+                         "the local sink is a read-only mapping (MemoryRegion::map_file without "
+                         "remote-write access): the data cannot land there. Read into a region "
+                         "of writable memory, or map the file with Access::remote_read_write; "
+                         "nothing was posted");
+    (sink ? last_sink_ : last_source_) = region;
+    if (!region)
+        return; // a span built by hand: its owner keeps it alive
+    for (const auto& h : held_)
+        if (h.get() == region)
+            return;
+    if (in_flight_ <= 0)
+        release_idle();
+    held_.push_back(region->shared_from_this());
+}
+
+void Completions::release_idle() noexcept
+{
+    // Nothing in flight: a region only this queue still holds may go.
+    const auto before = held_.size();
+    std::erase_if(held_, [](const std::shared_ptr<const MemoryRegion>& h) { return h.use_count() == 1; });
+    if (held_.size() != before)
+        last_source_ = last_sink_ = nullptr; // a freed address may come back as another region
+}
+
+void Completions::release_all() noexcept
+{
+    held_.clear();
+    last_source_ = last_sink_ = nullptr;
+}
+
+std::vector<std::shared_ptr<void>> Completions::held() const
+{
+    std::vector<std::shared_ptr<void>> out;
+    for (const auto& h : held_)
+        out.push_back(std::const_pointer_cast<MemoryRegion>(h));
+    return out;
+}
+
+// ---- completions ----
+
+bool Completions::translate(const fi_cq_data_entry& e, Completion& c)
+{
+    void* ctx = e.op_context;
+    const auto* tag = ours(ctx) ? static_cast<const detail::Tag*>(ctx) : nullptr;
+    const bool is_slot = tag && tag->kind == detail::Tag::Kind::slot;
+    // A peer's notification is a remote write with CQ data. Its context is no
+    // pointer of the caller's: nullptr, a receive slot it consumed
+    // (FI_RX_CQ_DATA), or whatever the provider put there (shm: its command's
+    // msg_id, 0x1 ...). A local write_notify completion may also carry
+    // FI_REMOTE_CQ_DATA (sockets sets it), but never FI_REMOTE_WRITE.
+    if ((e.flags & FI_REMOTE_CQ_DATA) && ((e.flags & FI_REMOTE_WRITE) || is_slot || !ctx)) {
+        c = Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
+        if (is_slot && tag->owner)
+            tag->owner->repost(tag->index);
+        return true;
+    }
+    if (!tag) {
+        c = Completion{ctx, detail::op_from_flags(e.flags), e.len, 0, {}};
+        --in_flight_;
+        return true;
+    }
+    if (!tag->owner)
+        return false; // of an endpoint that has been closed
+    switch (tag->kind) {
+    case detail::Tag::Kind::fence:
+        tag->owner->fence_done_ = true;
+        return false;
+    case detail::Tag::Kind::slot:
+        return tag->owner->received(*tag, e, c);
+    case detail::Tag::Kind::internal:
+    case detail::Tag::Kind::free:
+        return false;
+    }
+    return false;
+}
+
+std::size_t Completions::translate_all(const fi_cq_data_entry* entries, std::size_t n,
+                                       std::span<Completion> out)
+{
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const fi_cq_data_entry& e = entries[i];
+        // The common case inline: the caller's own operation completed.
+        if (!(e.flags & FI_REMOTE_CQ_DATA) && !ours(e.op_context)) [[likely]] {
+            out[m++] = Completion{e.op_context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            --in_flight_;
+            continue;
+        }
+        if (translate(e, out[m]))
+            ++m;
+    }
+    return m;
+}
+
+std::size_t Completions::drain(std::span<Completion> out)
+{
+    activity_.note();
+    std::array<fi_cq_data_entry, poll_batch> entries;
+    const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
+    const std::size_t m = translate_all(entries.data(), n, out);
+    if (credits_)
+        for (Endpoint* ep : std::exchange(granting_, {}))
+            ep->grant_credits();
+    if (n == 0 && !quarantine_.empty()) { // nothing of a closed endpoint is left in the queue
+        free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
+        quarantine_.clear();
+    }
+    return m;
+}
+
+std::size_t Completions::lend(std::span<const Completion> taken)
+{
+    for (const Completion& c : taken)
+        if (c.lent)
+            lent_.push_back(c.lent);
+    return taken.size();
+}
+
+std::size_t Completions::take_entries(const fi_cq_data_entry* entries, std::size_t n,
+                                      std::span<Completion> out)
+{
+    return lend(out.first(translate_all(entries, n, out)));
+}
+
+void Completions::stash_some()
+{
+    std::array<Completion, 16> got;
+    const std::size_t n = drain(got);
+    for (std::size_t i = 0; i < n; ++i)
+        deferred_.push_back(got[i]);
+}
+
+void Completions::repost_lent()
+{
+    for (const detail::Tag* t : std::exchange(lent_, {}))
+        if (t->owner)
+            t->owner->repost(t->index);
+    if (credits_)
+        for (Endpoint* ep : std::exchange(granting_, {}))
+            ep->grant_credits();
+}
+
+std::size_t Completions::poll_slow(std::span<Completion> out)
+{
+    if (!lent_.empty())
+        repost_lent();
+    std::size_t n = 0;
+    while (n < out.size() && !deferred_.empty())
+        out[n++] = deferred_.pop_front();
+    if (n < out.size())
+        n += drain(out.subspan(n));
+    if (in_flight_ <= 0 && !held_.empty())
+        release_idle();
+    return lend(out.first(n));
+}
+
+std::optional<Completion> Completions::poll_one()
+{
+    Completion c;
+    if (poll(std::span(&c, 1)) == 1)
+        return c;
+    return std::nullopt;
+}
+
+template <class Pred>
+Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* what)
+{
+    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
+    spun_out_ = false;
+    if (!lent_.empty())
+        repost_lent();
+    auto take = [&](Completion c) {
+        if (c.lent)
+            lent_.push_back(c.lent);
+        return c;
+    };
+    for (std::size_t i = 0; i < deferred_.size(); ++i)
+        if (pred(deferred_[i])) {
+            const Completion c = deferred_[i];
+            deferred_.erase(i);
+            return take(c);
+        }
+    std::uint32_t spins = 0;
+    for (;;) {
+        auto& got = waiting_;
+        const std::size_t n = drain(got);
+        std::size_t hit = n;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (hit == n && pred(got[i]))
+                hit = i;
+            else
+                deferred_.push_back(got[i]);
+        }
+        if (hit != n) {
+            if (in_flight_ <= 0 && !held_.empty())
+                release_idle();
+            return take(got[hit]);
+        }
+        if ((++spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
+            wait_timeout(what, late);
+    }
+}
+
+void Completions::wait_timeout(const char* what, bool late) const
+{
+    if (late)
+        detail::throw_error("wait", -FI_ETIMEDOUT, provider(),
+                            fmt::format("the deadline had already passed when the wait for {} "
+                                        "began, and nothing had completed: nothing is known to "
+                                        "be wrong with the peer. Give the wait a deadline in the "
+                                        "future (Deadline::after, or Deadline::never())",
+                                        what));
+    std::string hint = fmt::format("no completion for {} before the deadline", what);
+    if (quirks_.target_needs_progress)
+        hint += "; this provider moves data only while the peer reads its completion "
+                "queue, so the peer must poll its endpoint or run a progress thread "
+                "(Progress::automatic)";
+    if (quirks_.remote_errors_silent)
+        hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
+                "without an error, so check the RemoteRegion too";
+    hint += "; is the peer alive?";
+    detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
+}
+
+Completion Completions::wait_slow(void* context, Deadline deadline)
+{
+    return wait_until(
+        [context](const Completion& c) {
+            return c.context == context && c.op != Op::recv && c.op != Op::notify;
+        },
+        deadline, "the operation");
+}
+
+Completion Completions::wait_for_slow(Op op, Deadline deadline)
+{
+    const char* what = op == Op::notify ? "a notification" : op == Op::recv ? "a message" : "an operation";
+    return wait_until([op](const Completion& c) { return c.op == op; }, deadline, what);
+}
+
+} // namespace weft
