@@ -7,6 +7,7 @@
 #include <rdma/fi_errno.h>
 
 #include "weft/error.hpp"
+#include "weft/node_address.hpp"
 #include "weft/remote_region.hpp"
 
 using namespace weft;
@@ -156,4 +157,52 @@ TEST_CASE("RemoteRegion checks bounds and access before any traffic", "[unit][bo
     CHECK_THROWS_AS(RemoteRegion(0, 64, 9, RemoteRegion::writable).read_address(0, 1), UsageError);
     CHECK_THROWS_AS(rw.atomic_address(4), UsageError); // unaligned
     CHECK(RemoteRegion(8, 64, 1, RemoteRegion::readable | RemoteRegion::writable).atomic_address(8) == 16);
+}
+
+TEST_CASE("wire: a Node address round-trips, and each defect is named", "[unit][wire][node]")
+{
+    std::vector<std::byte> fabric(16);
+    for (std::size_t i = 0; i < fabric.size(); ++i)
+        fabric[i] = static_cast<std::byte>(i * 7 + 1);
+    const NodeAddress a(EndpointKind::rdm, "tcp;ofi_rxm", 1, 0x1122334455667788ull, fabric);
+    const auto bytes = a.encode();
+    CHECK(bytes.size() == 28 + a.provider().size() + fabric.size() + 4);
+    CHECK(NodeAddress::decode(bytes) == a);
+
+    const auto rejected = [&](std::vector<std::byte> b) {
+        try {
+            (void)NodeAddress::decode(b);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    auto flipped = bytes;
+    flipped[30] ^= std::byte{1}; // inside the provider name
+    CHECK_THAT(rejected(flipped), Catch::Contains("checksum"));
+    CHECK_THAT(rejected({bytes.begin(), bytes.end() - 1}), Catch::Contains("checksum"));
+    CHECK_THAT(rejected({bytes.begin(), bytes.begin() + 10}), Catch::Contains("shorter"));
+    auto wrong_magic = bytes;
+    wrong_magic[0] = std::byte{'X'};
+    CHECK_THAT(rejected(wrong_magic), Catch::Contains("magic"));
+    // A forged address with a valid checksum: version, kind, lengths.
+    const auto forged = [&](std::size_t at, std::byte v) {
+        auto b = bytes;
+        b.resize(b.size() - 4);
+        b[at] = v;
+        const std::uint32_t crc = crc32c(b);
+        for (int i = 0; i < 4; ++i)
+            b.push_back(static_cast<std::byte>(crc >> (8 * i)));
+        return b;
+    };
+    CHECK_THAT(rejected(forged(4, std::byte{9})), Catch::Contains("version 9"));
+    CHECK_THAT(rejected(forged(5, std::byte{7})), Catch::Contains("endpoint kind 7"));
+    CHECK_THAT(rejected(forged(6, std::byte{1})), Catch::Contains("reserved"));
+    CHECK_THAT(rejected(forged(21, std::byte{0x40})), Catch::Contains("do not add up"));
+    CHECK_THAT(rejected(forged(24, std::byte{' '})), Catch::Contains("printable"));
+
+    CHECK_THROWS_AS(NodeAddress(EndpointKind::msg, "", 1, 0, fabric), UsageError);
+    CHECK_THROWS_AS(NodeAddress(EndpointKind::msg, "tcp", 1, 0, {}), UsageError);
+    CHECK_THROWS_AS(NodeAddress(EndpointKind::msg, "tcp", 1, 0, std::vector<std::byte>(2000)),
+                    UsageError);
 }

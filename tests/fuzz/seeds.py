@@ -42,6 +42,13 @@ def offer(kind=0):
                  + string("provider tcp, chosen because ..."))
 
 
+def node_address(kind=1, provider="tcp;ofi_rxm", fabric=b"\x02\x00\x1d\x2f\x7f\x00\x00\x01" + b"\0" * 8,
+                 version=1):
+    body = b"WFNA" + bytes([version, kind, 0, 0]) + struct.pack("<IQ", 2, 0x1122334455667788)
+    body += string(provider) + string(fabric)
+    return body + struct.pack("<I", crc32c(body))
+
+
 def write(kind, name, data):
     d = os.path.join(HERE, "corpus", kind)
     os.makedirs(d, exist_ok=True)
@@ -66,6 +73,11 @@ def main():
     write("handshake", "error-frame", b"\0" + hello() + frame(7, b"the peer failed: because"))
     write("handshake", "old-version", b"\0" + frame(1, b"\0\0\0\0", version=1))
     write("handshake", "truncated-offer", b"\0" + hello() + offer()[:30])
+    write("node_address", "rdm", node_address())
+    write("node_address", "msg-tcp", node_address(kind=0, provider="tcp"))
+    write("node_address", "shm", node_address(provider="shm", fabric=b"weft.4026531836.1234.5678.0\0"))
+    write("node_address", "version-2", node_address(version=2))
+    write("node_address", "truncated", node_address()[:20])
     # server: byte 0 = mode (bit0: the server holds a secret), then a stranger's bytes
     write("server", "hello-ready", b"\0" + hello() + frame(3))
     write("server", "hello-ready-twice", b"\0" + hello() + frame(3) + frame(3))
