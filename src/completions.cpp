@@ -104,8 +104,15 @@ void Completions::detach(std::span<detail::Tag> tags) noexcept
     const auto b = static_cast<std::uint32_t>((tags.data() - tags_.data()) / static_cast<std::ptrdiff_t>(block_));
     quarantine_.push_back(b);
     std::erase_if(lent_, [&](const detail::Tag* t) { return t >= tags.data() && t < tags.data() + tags.size(); });
-    std::erase(granting_, tags.front().owner);
+    std::erase(follow_ups_, tags.front().owner);
     --attached_;
+}
+
+void Completions::source_is(fi_addr_t addr, PeerId peer)
+{
+    if (addr >= peer_of_addr_.size())
+        peer_of_addr_.resize(addr + 1);
+    peer_of_addr_[addr] = peer;
 }
 
 // ---- regions held for posted operations ----
@@ -164,10 +171,16 @@ bool Completions::translate(const fi_cq_data_entry& e, Completion& c)
     // (FI_RX_CQ_DATA), or whatever the provider put there (shm: its command's
     // msg_id, 0x1 ...). A local write_notify completion may also carry
     // FI_REMOTE_CQ_DATA (sockets sets it), but never FI_REMOTE_WRITE.
-    if ((e.flags & FI_REMOTE_CQ_DATA) && ((e.flags & FI_REMOTE_WRITE) || is_slot || !ctx)) {
+    // A message may carry CQ data too (a Node's tagged sends): FI_RECV says so.
+    if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & FI_RECV) &&
+        ((e.flags & FI_REMOTE_WRITE) || is_slot || !ctx)) {
         c = Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
-        if (is_slot && tag->owner)
+        if (is_slot && tag->owner) {
+            c.peer = tag->owner->peer_;
             tag->owner->repost(tag->index);
+        } else if (notify_peer_bits_) {
+            c.peer = PeerId{static_cast<std::uint32_t>(e.data >> 32)};
+        }
         return true;
     }
     if (!tag) {
@@ -182,7 +195,10 @@ bool Completions::translate(const fi_cq_data_entry& e, Completion& c)
         tag->owner->fence_done_ = true;
         return false;
     case detail::Tag::Kind::slot:
-        return tag->owner->received(*tag, e, c);
+        if (!tag->owner->received(*tag, e, c))
+            return false;
+        c.peer = tag->owner->peer_;
+        return true;
     case detail::Tag::Kind::internal:
     case detail::Tag::Kind::free:
         return false;
@@ -212,11 +228,27 @@ std::size_t Completions::drain(std::span<Completion> out)
 {
     activity_.note();
     std::array<fi_cq_data_entry, poll_batch> entries;
-    const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
-    const std::size_t m = translate_all(entries.data(), n, out);
-    if (credits_)
-        for (Endpoint* ep : std::exchange(granting_, {}))
-            ep->grant_credits();
+    std::size_t n = 0;
+    std::size_t m = 0;
+    if (sources_) {
+        // One at a time: an entry's Completion must get its own source.
+        std::array<fi_addr_t, poll_batch> from;
+        n = read_cq_from(entries.data(), from.data(), std::min(poll_batch, out.size()));
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!translate(entries[i], out[m]))
+                continue;
+            if (out[m].op == Op::notify)
+                out[m].peer = tagged_notify_ ? tagged_peer(entries[i].data) : source_peer(from[i]);
+            else if (out[m].op == Op::recv)
+                out[m].peer = tagged_messages_ ? tagged_peer(entries[i].data) : source_peer(from[i]);
+            ++m;
+        }
+    } else {
+        n = read_cq(entries.data(), std::min(poll_batch, out.size()));
+        m = translate_all(entries.data(), n, out);
+    }
+    if (!follow_ups_.empty())
+        run_follow_ups();
     if (n == 0 && !quarantine_.empty()) { // nothing of a closed endpoint is left in the queue
         free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
         quarantine_.clear();
@@ -251,9 +283,14 @@ void Completions::repost_lent()
     for (const detail::Tag* t : std::exchange(lent_, {}))
         if (t->owner)
             t->owner->repost(t->index);
-    if (credits_)
-        for (Endpoint* ep : std::exchange(granting_, {}))
-            ep->grant_credits();
+    if (!follow_ups_.empty())
+        run_follow_ups();
+}
+
+void Completions::run_follow_ups()
+{
+    for (Endpoint* ep : std::exchange(follow_ups_, {}))
+        ep->follow_up();
 }
 
 std::size_t Completions::poll_slow(std::span<Completion> out)
@@ -312,8 +349,12 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
                 release_idle();
             return take(got[hit]);
         }
-        if ((++spins & clock_every) == 0 && deadline.expired()) [[unlikely]]
-            wait_timeout(what, late);
+        if ((++spins & clock_every) == 0) [[unlikely]] {
+            if (idle_hook_)
+                idle_hook_(idle_arg_);
+            if (deadline.expired())
+                wait_timeout(what, late);
+        }
     }
 }
 
@@ -345,6 +386,14 @@ Completion Completions::wait_slow(void* context, Deadline deadline)
             return c.context == context && c.op != Op::recv && c.op != Op::notify;
         },
         deadline, "the operation");
+}
+
+Completion Completions::wait_for(Op op, PeerId peer, Deadline deadline)
+{
+    const char* what = op == Op::notify ? "a notification from the peer"
+                       : op == Op::recv ? "a message from the peer" : "an operation";
+    return wait_until([op, peer](const Completion& c) { return c.op == op && c.peer == peer; },
+                      deadline, what);
 }
 
 Completion Completions::wait_for_slow(Op op, Deadline deadline)

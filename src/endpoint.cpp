@@ -236,11 +236,29 @@ void Endpoint::repost(std::uint32_t slot)
     post_recv(slot);
     if (credits_ && !awaiting_hello_) {
         ++reposted_; // a slot the peer may use again; granted in grant_credits()
-        if (!grant_queued_) {
-            grant_queued_ = true;
-            q_->granting_.push_back(this);
-        }
+        need_follow_up();
     }
+}
+
+void Endpoint::need_follow_up()
+{
+    if (!follow_up_queued_) {
+        follow_up_queued_ = true;
+        q_->follow_ups_.push_back(this);
+    }
+}
+
+void Endpoint::follow_up()
+{
+    follow_up_queued_ = false;
+    if (ep_ == nullptr)
+        return;
+    if (hello_due_) {
+        hello_due_ = false;
+        send_hello();
+    }
+    if (credits_)
+        grant_credits();
 }
 
 std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, const Info& info,
@@ -326,6 +344,42 @@ bool Endpoint::accept_step()
     return true;
 }
 
+std::shared_ptr<Endpoint> Endpoint::open_msg(std::shared_ptr<Domain> domain, Info info,
+                                             const Options& options,
+                                             std::shared_ptr<EventQueue> eq,
+                                             std::shared_ptr<Completions> completions,
+                                             PeerId peer)
+{
+    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
+    ep->exchange_ids_ = true;
+    ep->peer_ = peer;
+    ep->open_fid(std::move(info));
+    ep->bind_and_enable(eq, std::move(completions));
+    return ep;
+}
+
+void Endpoint::begin_connect(std::span<const std::byte> param)
+{
+    initiator_ = true;
+    detail::check(fi_connect(ep_, (*ep_info_)->dest_addr, param.data(), param.size()),
+                  "fi_connect", provider());
+}
+
+void Endpoint::begin_accept()
+{
+    awaiting_hello_ = true;
+    detail::check(fi_accept(ep_, nullptr, 0), "fi_accept", provider());
+}
+
+void Endpoint::connected()
+{
+    connected_ = true;
+    if (initiator_) {
+        send_hello(); // the initiator sends first (iWARP requires it)
+        awaiting_hello_ = true; // the acceptor's hello carries its id of this side
+    }
+}
+
 std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
                                              const Options& options,
                                              std::shared_ptr<Completions> completions)
@@ -380,6 +434,10 @@ bool Endpoint::received(const detail::Tag& tag, const fi_cq_data_entry& e, Compl
                                 "the peer's first message is not weft's hello: is the peer a "
                                 "weft program of the same version?");
         awaiting_hello_ = false;
+        if (exchange_ids_ && !initiator_) { // answered after the drain (not inside it)
+            hello_due_ = true;
+            need_follow_up();
+        }
         return false;
     }
     if (!framed_) {

@@ -241,6 +241,13 @@ void Endpoint::send(Local src, void* context, Peer peer)
         send_frame(frame::type_message, 0, src, context, peer);
         return;
     }
+    if (send_bits_) { // the sender named in CQ data (Quirks::message_source_unreliable)
+        q_->keep_source(src);
+        post<fi_senddata>("fi_senddata", src.addr, src.len, src.desc, send_bits_, peer.addr,
+                          context);
+        ++q_->in_flight_;
+        return;
+    }
     if (src.len <= inject_size_) {
         post<fi_inject>("fi_inject", src.addr, src.len, peer.addr);
         complete_locally(Op::send, context, src.len);

@@ -36,6 +36,7 @@ std::uint64_t load_counter(std::byte* word) noexcept
 
 void Endpoint::send_hello()
 {
+    // weft's hello [credit block: slots u32, counter RemoteRegion] [id u32]
     std::byte* staging = nullptr;
     void* desc = nullptr;
     std::size_t len = frame::hello_size;
@@ -55,6 +56,11 @@ void Endpoint::send_hello()
         desc = scratch_mr_->desc();
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
     }
+    if (exchange_ids_) { // this side's id of the peer: the peer's notifications carry it
+        for (int i = 0; i < 4; ++i)
+            staging[len + static_cast<std::size_t>(i)] = static_cast<std::byte>(peer_.index >> (8 * i));
+        len += 4;
+    }
     if (framed_) {
         send_frame(frame::type_hello, 0, Local{staging, len, desc}, internal_ctx(), Peer{});
         return;
@@ -66,10 +72,17 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
 {
     if (len < frame::hello_size || std::memcmp(payload, frame::hello.data(), frame::hello_size) != 0)
         return false;
+    const std::size_t want = frame::hello_size + (credits_ ? credit_block : 0) + (exchange_ids_ ? 4 : 0);
+    if (len < want)
+        return false;
+    if (exchange_ids_) {
+        std::uint32_t id = 0;
+        for (int i = 0; i < 4; ++i)
+            id |= std::uint32_t(std::to_integer<std::uint8_t>(payload[want - 4 + static_cast<std::size_t>(i)])) << (8 * i);
+        notify_bits_ = std::uint64_t{id} << 32;
+    }
     if (!credits_)
         return true;
-    if (len < frame::hello_size + credit_block)
-        return false;
     const std::byte* block = payload + frame::hello_size;
     std::uint32_t slots = 0;
     for (int i = 0; i < 4; ++i)
@@ -143,7 +156,6 @@ void Endpoint::take_credit()
 
 void Endpoint::grant_credits()
 {
-    grant_queued_ = false;
     const std::uint64_t threshold = std::max<std::uint64_t>(1, slots_.size() / 4);
     if (!credits_ || granting_ || reposted_ - granted_ < threshold)
         return;

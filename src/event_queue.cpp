@@ -69,7 +69,13 @@ std::optional<EventQueue::Event> EventQueue::read(std::string_view waiting_for)
     return next(0, waiting_for);
 }
 
-std::optional<EventQueue::Event> EventQueue::next(int timeout_ms, std::string_view waiting_for)
+std::optional<EventQueue::Event> EventQueue::read_any()
+{
+    return next(0, "an event", true);
+}
+
+std::optional<EventQueue::Event> EventQueue::next(int timeout_ms, std::string_view waiting_for,
+                                                  bool errors_as_events)
 {
     const auto prov = fabric_->provider();
     alignas(fi_eq_cm_entry) std::array<std::byte, sizeof(fi_eq_cm_entry) + 512> buf{};
@@ -100,6 +106,13 @@ std::optional<EventQueue::Event> EventQueue::next(int timeout_ms, std::string_vi
         const char* prov_text =
             fi_eq_strerror(fid_.get(), err.prov_errno, err.err_data, text.data(), text.size());
         const int code = err.err ? -err.err : -FI_EOTHER;
+        if (errors_as_events) {
+            Event ev;
+            ev.fid = err.fid;
+            ev.error = code;
+            ev.error_text = prov_text ? prov_text : "";
+            return ev;
+        }
         std::string hint = fmt::format("while waiting for {}: provider says \"{}\"", waiting_for,
                                        prov_text ? prov_text : "");
         if (code == -FI_ECONNREFUSED)

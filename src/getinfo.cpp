@@ -118,9 +118,16 @@ int getinfo(const Options& o, const Attempt& a, InfoPtr& out)
     return ret;
 }
 
-/// fi_getinfo with atomics if the provider has them, else without.
+/// fi_getinfo with atomics if the provider has them, else without; on RDM
+/// with FI_SOURCE first (a Node names the peer of each completion by it).
 int getinfo_best(const Options& o, Attempt a, InfoPtr& out)
 {
+    if (a.kind == EndpointKind::rdm && a.with_kind && !(a.caps & FI_SOURCE)) {
+        Attempt with_source = a;
+        with_source.caps |= FI_SOURCE;
+        if (getinfo_best(o, with_source, out) == 0)
+            return 0;
+    }
     Attempt with_atomics = a;
     with_atomics.caps |= FI_ATOMIC;
     if (getinfo(o, with_atomics, out) == 0)

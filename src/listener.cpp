@@ -35,6 +35,14 @@ std::shared_ptr<Listener> Listener::open(std::shared_ptr<Fabric> fabric, const I
     });
 }
 
+std::shared_ptr<Listener> Listener::open(std::shared_ptr<Fabric> fabric, const Info& info,
+                                         std::shared_ptr<EventQueue> eq)
+{
+    return detail::retry_on_port_clash(info.get(), [&] {
+        return std::make_shared<Listener>(Private{}, fabric, eq, info);
+    });
+}
+
 std::vector<std::byte> Listener::name() const
 {
     std::vector<std::byte> out(256);

@@ -34,6 +34,18 @@ public:
         raise(r);
     }
 
+    /// read() that also gives each entry's source address (FI_SOURCE):
+    /// FI_ADDR_NOTAVAIL when the provider does not know it.
+    std::size_t read_from(fi_cq_data_entry* out, fi_addr_t* from, std::size_t n)
+    {
+        const ssize_t r = fi_cq_readfrom(fid_.get(), out, n, from);
+        if (r > 0) [[likely]]
+            return static_cast<std::size_t>(r);
+        if (r == -FI_EAGAIN)
+            return 0;
+        raise(r);
+    }
+
     /// Drives the provider's progress without taking completions out of the
     /// queue (fi_cq_read with a count of 0). Needed when data progress is MANUAL.
     void progress() noexcept { (void)fi_cq_read(fid_.get(), nullptr, 0); }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,15 @@ namespace weft {
 
 class Endpoint;
 struct Options;
+
+/// A peer of a Node: an index into its table of peers (never reused while the
+/// Node lives). Completions a peer caused carry it; others carry none.
+struct PeerId {
+    static constexpr std::uint32_t none = ~0u;
+    std::uint32_t index = none;
+    explicit operator bool() const noexcept { return index != none; }
+    friend bool operator==(PeerId, PeerId) = default;
+};
 
 /// What a completion reports.
 enum class Op : std::uint8_t {
@@ -80,6 +90,8 @@ struct Completion {
     /// recv: the payload, valid until the next poll / wait call on this queue.
     std::span<const std::byte> message;
     const detail::Tag* lent = nullptr; ///< internal: the receive slot lent out
+    /// notify and recv on a Node's queue: the peer that caused it.
+    PeerId peer;
 };
 
 class Completions {
@@ -102,6 +114,14 @@ public:
     Completion wait(void* context, Deadline deadline);
     /// Waits for the next completion of kind `op` (e.g. Op::notify, Op::recv).
     Completion wait_for(Op op, Deadline deadline);
+    /// The same, caused by `peer` (a Node's queue); others are kept for later.
+    Completion wait_for(Op op, PeerId peer, Deadline deadline);
+    /// Called now and then while a wait spins (a Node handles connection events).
+    void on_idle(void (*hook)(void*), void* arg) noexcept
+    {
+        idle_hook_ = hook;
+        idle_arg_ = arg;
+    }
     /// Drives provider progress without taking completions (MANUAL providers).
     void progress() noexcept { cq_->progress(); }
 
@@ -120,9 +140,35 @@ public:
 
 private:
     friend class Endpoint;
+    friend class Node; // names the peers of completions
 
     /// An endpoint bound to this queue is enabled: the progress thread may run.
     void endpoint_enabled();
+
+    // ---- naming the peer of a completion (a Node's queue) ----
+    /// RDM: read with fi_cq_readfrom and name peers by source address.
+    void name_sources() noexcept { sources_ = true; }
+    void source_is(fi_addr_t addr, PeerId peer);
+    /// MSG: notifications carry the sender's PeerId here in the upper 32
+    /// bits of their CQ data (each side tells the other its id in the hello).
+    void notify_carries_peer() noexcept { notify_peer_bits_ = true; }
+    /// RDM where sources are misnamed: notifications (and messages with
+    /// `messages`) carry the sender's tag in their CQ data's upper bits.
+    void senders_tagged(bool messages) noexcept
+    {
+        tagged_notify_ = true;
+        tagged_messages_ = messages;
+    }
+    void tag_is(std::uint32_t tag, PeerId peer) { peer_of_tag_[tag] = peer; }
+    PeerId tagged_peer(std::uint64_t data) const
+    {
+        const auto it = peer_of_tag_.find(static_cast<std::uint32_t>(data >> 32));
+        return it == peer_of_tag_.end() ? PeerId{} : it->second;
+    }
+    PeerId source_peer(fi_addr_t addr) const noexcept
+    {
+        return addr < peer_of_addr_.size() ? peer_of_addr_[addr] : PeerId{};
+    }
 
     // ---- tags: the contexts of weft's own operations ----
     /// A block of tags for `owner`: [0] internal, [1] fence, then its slots.
@@ -162,6 +208,17 @@ private:
         }
     }
 
+    std::size_t read_cq_from(fi_cq_data_entry* entries, fi_addr_t* from, std::size_t n)
+    {
+        try {
+            return cq_->read_from(entries, from, n);
+        } catch (const Error& e) {
+            if (!ours(e.context()))
+                --in_flight_;
+            throw;
+        }
+    }
+
     static constexpr std::size_t poll_batch = 16;
     /// Waits read the clock once per this many + 1 empty polls: a clock read is
     /// a system call where the clock source has no vDSO (the lab's TCG guest,
@@ -169,7 +226,7 @@ private:
     static constexpr std::uint32_t clock_every = 1023;
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).
-    bool plain() const noexcept { return lent_.empty() && !credits_; }
+    bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_; }
     bool holds(Op op) noexcept
     {
         for (std::size_t i = 0; i < deferred_.size(); ++i)
@@ -210,8 +267,17 @@ private:
     std::uintptr_t tags_span_ = 0;
     std::size_t attached_ = 0;             // endpoints bound now
     bool credits_ = false;                 // an endpoint counts credits (its grants ride on drains)
-    std::vector<Endpoint*> granting_;      // endpoints with credits to hand back
+    void run_follow_ups();
+    std::vector<Endpoint*> follow_ups_;    // endpoints with credits to hand back or a hello to answer
     bool spun_out_ = false;                // spin_one returned because the deadline passed
+    bool sources_ = false;                 // fi_cq_readfrom; peer_of_addr_ names them
+    bool notify_peer_bits_ = false;        // a notification's data >> 32 is its PeerId
+    std::vector<PeerId> peer_of_addr_;
+    bool tagged_notify_ = false;
+    bool tagged_messages_ = false;
+    std::unordered_map<std::uint32_t, PeerId> peer_of_tag_;
+    void (*idle_hook_)(void*) = nullptr;
+    void* idle_arg_ = nullptr;
     // Regions that posted operations use (Local::region), held until no
     // operation is in flight and the caller has dropped them (release_idle):
     // freeing a region under a pending read would let the provider write into
@@ -262,9 +328,13 @@ template <class Accept>
                 deferred_.push_back(c); // the slow path finds it there
             return std::nullopt;
         }
-        if ((spins & clock_every) == 0 && deadline.expired()) [[unlikely]] {
-            spun_out_ = true; // the slow path tells this from a deadline passed on entry
-            return std::nullopt;
+        if ((spins & clock_every) == 0) [[unlikely]] {
+            if (idle_hook_)
+                idle_hook_(idle_arg_);
+            if (deadline.expired()) {
+                spun_out_ = true; // the slow path tells this from a deadline passed on entry
+                return std::nullopt;
+            }
         }
     }
 }
@@ -273,7 +343,7 @@ inline Completion Completions::wait_for(Op op, Deadline deadline)
 {
     // A notification and none held back: the next entry is usually it (a
     // write_notify ping-pong).
-    if (op == Op::notify && plain() && !holds(Op::notify)) [[likely]] {
+    if (op == Op::notify && plain() && !notify_peer_bits_ && !holds(Op::notify)) [[likely]] {
         const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
             if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
                 return Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};

@@ -65,6 +65,29 @@ public:
     static std::shared_ptr<Endpoint> open_rdm(std::shared_ptr<Domain> domain,
                                               const Options& options,
                                               std::shared_ptr<Completions> completions = {});
+    /// A Node's MSG endpoint, bound to the Node's event and completion queues
+    /// and serving `peer`: then begin_connect() (initiator) or begin_accept()
+    /// (`info` is the FI_CONNREQ's); the Node hands it FI_CONNECTED
+    /// (connected()); ready() once both hellos, which also carry each side's
+    /// PeerId for the other, are through.
+    static std::shared_ptr<Endpoint> open_msg(std::shared_ptr<Domain> domain, Info info,
+                                              const Options& options,
+                                              std::shared_ptr<EventQueue> eq,
+                                              std::shared_ptr<Completions> completions,
+                                              PeerId peer);
+    void begin_connect(std::span<const std::byte> param);
+    void begin_accept();
+    void connected();
+    bool ready() const noexcept { return connected_ && !awaiting_hello_ && !hello_due_; }
+    /// A Node's RDM endpoint whose provider misnames sources: every
+    /// notification (and, with `messages`, every message) carries `tag` in
+    /// the upper 32 bits of its CQ data.
+    void tag_sender(std::uint32_t tag, bool messages) noexcept
+    {
+        notify_bits_ = std::uint64_t{tag} << 32;
+        send_bits_ = messages ? notify_bits_ : 0;
+    }
+    PeerId peer() const noexcept { return peer_; }
     /// A Completions sized for endpoints like those `options` opens on
     /// `domain`, for `endpoints` of them to share.
     static std::shared_ptr<Completions> completions_for(const std::shared_ptr<Domain>& domain,
@@ -236,6 +259,9 @@ private:
                          std::shared_ptr<Completions> completions);
     void post_slots();
     void repost(std::uint32_t slot);
+    /// After a drain: credits to hand back, a hello to answer.
+    void follow_up();
+    void need_follow_up();
     void abandon() noexcept;
     void check_message(std::size_t len) const;
     void* internal_ctx() noexcept { return &tags_[0]; }
@@ -313,7 +339,14 @@ private:
     // has reposted; we send only while sent_ < peer_slots_ + that count.
     bool credits_ = false;
     bool granting_ = false;
-    bool grant_queued_ = false;  // in Completions::granting_
+    bool follow_up_queued_ = false; // in Completions::follow_ups_
+    // A Node's MSG endpoint: hellos carry ids; the acceptor answers the hello.
+    bool exchange_ids_ = false;
+    bool initiator_ = false;
+    bool hello_due_ = false;
+    PeerId peer_;                   // the Node's id of the peer this endpoint serves
+    std::uint64_t notify_bits_ = 0; // the peer's id of this side, in notifications' CQ data
+    std::uint64_t send_bits_ = 0;   // the same in messages' CQ data (fi_senddata)
     std::shared_ptr<MemoryRegion> control_mr_; // [0,8) written by the peer; [8,64) hello staging
     RemoteRegion peer_credit_;
     std::uint64_t peer_slots_ = 0;
@@ -403,15 +436,15 @@ inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint
         return;
     }
     if (src.len <= inject_size_) {
-        post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value, peer.addr, addr,
-                                  dst.key());
+        post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value | notify_bits_,
+                                  peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
         unflushed_ = queue_bypassing_reads_; // a read must not overtake it (Quirks)
         return;
     }
     q_->keep_source(src);
-    post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value, peer.addr, addr,
-                       dst.key(), context);
+    post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value | notify_bits_,
+                       peer.addr, addr, dst.key(), context);
     ++q_->in_flight_;
 }
 

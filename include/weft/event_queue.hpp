@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,8 @@ public:
         fid_t fid = nullptr;        ///< the endpoint the event is about
         std::optional<Info> info;   ///< FI_CONNREQ: the request, used to accept / reject
         std::vector<std::byte> data; ///< connection data sent with fi_connect / fi_accept
+        int error = 0;               ///< read_any(): a failed event's negative errno (type 0)
+        std::string error_text;      ///< read_any(): the provider's words for it
     };
 
     /// Waits for the next event until `deadline`. Throws weft::Error for an error
@@ -35,6 +38,9 @@ public:
     Event wait(Deadline deadline, std::string_view waiting_for);
     /// The next event if one is ready (never blocks); errors as wait().
     std::optional<Event> read(std::string_view waiting_for);
+    /// The next event if one is ready, a failed one as an Event with `error`
+    /// set and the fid it is about (for a caller that routes events by fid).
+    std::optional<Event> read_any();
 
     fid_eq* get() const noexcept { return fid_.get(); }
     const std::shared_ptr<Fabric>& fabric() const noexcept { return fabric_; }
@@ -43,7 +49,7 @@ public:
     EventQueue(Private, std::shared_ptr<Fabric> fabric, detail::FidPtr<fid_eq> fid);
 
 private:
-    std::optional<Event> next(int timeout_ms, std::string_view waiting_for);
+    std::optional<Event> next(int timeout_ms, std::string_view waiting_for, bool errors_as_events = false);
 
     std::shared_ptr<Fabric> fabric_;
     detail::FidPtr<fid_eq> fid_;

@@ -81,6 +81,12 @@ struct Quirks {
     /// measured: 199 of 200). weft makes the first read after such a write
     /// wait for the queue (Endpoint::flush), keeping read-after-write.
     bool reads_overtake_queued_writes = false;
+    /// RDM: FI_SOURCE names the wrong peer for a notification (ofi_rxm,
+    /// ofi_rxd) or a message (ofi_rxd) in libfabric 1.17 (measured: every one
+    /// of 8 peers' notifications reported as the first peer's). A Node then
+    /// carries the sender's identity itself, in the upper CQ-data bits.
+    bool notify_source_unreliable = false;
+    bool message_source_unreliable = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).

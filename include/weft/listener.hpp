@@ -26,6 +26,9 @@ class Listener {
 public:
     /// Listens on the source address in `info` (port 0 = any free port).
     static std::shared_ptr<Listener> open(std::shared_ptr<Fabric> fabric, const Info& info);
+    /// The same, reporting on `eq` (shared with the endpoints it accepts: a Node).
+    static std::shared_ptr<Listener> open(std::shared_ptr<Fabric> fabric, const Info& info,
+                                          std::shared_ptr<EventQueue> eq);
 
     /// The address peers connect to (fi_getname after fi_listen).
     std::vector<std::byte> name() const;

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+// Node: one domain, one completion queue and (MSG) one event queue for every
+// peer. Peers are entries in a table whose index is the PeerId; the data
+// path's route to a peer is one indexed load (routes_). MSG peers connect on
+// first use; the connection request carries the initiator's instance, so the
+// acceptor knows which peer it is, and a crossing (both connect at once)
+// keeps the lower instance's connection.
+#include "weft/node.hpp"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+std::uint64_t random_instance()
+{
+    std::uint64_t v = 0;
+    auto* p = reinterpret_cast<std::byte*>(&v);
+    std::size_t got = 0;
+    while (got < sizeof v) {
+        const ssize_t n = getrandom(p + got, sizeof v - got, 0);
+        if (n > 0)
+            got += static_cast<std::size_t>(n);
+        else if (errno != EINTR)
+            detail::throw_error("getrandom", -errno, "");
+    }
+    return v;
+}
+
+} // namespace
+
+struct Node::Private {};
+
+Node::Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance)
+    : selection_(std::move(selection)), instance_(instance)
+{
+}
+
+Node::~Node()
+{
+    // Endpoints before the queue they are bound to (members go in reverse order).
+    peers_.clear();
+    rdm_.reset();
+    listener_.reset();
+}
+
+std::shared_ptr<Node> Node::open(const Options& options)
+{
+    auto selection = std::make_shared<const Selection>(select(options));
+    auto node = std::make_shared<Node>(Private{}, selection, random_instance());
+    const Info& info = selection->info();
+    node->fabric_ = Fabric::open(info);
+    node->domain_ = Domain::open(node->fabric_, info);
+    const bool msg = selection->kind() == EndpointKind::msg;
+    // MSG: one queue for up to 1024 connections; RDM: one endpoint.
+    node->completions_ = Endpoint::completions_for(node->domain_, selection->options(), msg ? 1024 : 1);
+    node->q_ = node->completions_.get();
+    std::vector<std::byte> name;
+    if (msg) {
+        node->eq_ = EventQueue::open(node->fabric_);
+        node->listener_ = Listener::open(node->fabric_, info, node->eq_);
+        name = node->listener_->name();
+        node->q_->notify_carries_peer();
+        node->q_->on_idle([](void* n) { static_cast<Node*>(n)->events(); }, node.get());
+    } else {
+        node->rdm_ = Endpoint::open_rdm(node->domain_, selection->options(), node->completions_);
+        name = node->rdm_->name();
+        if (!(node->rdm_->info()->caps & FI_SOURCE))
+            throw Error("Node::open", -FI_ENOSYS, std::string(selection->provider()),
+                        fmt::format("{} does not name the source of what arrives (FI_SOURCE): "
+                                    "a Node on it could not tell its peers apart; choose another "
+                                    "provider or MSG endpoints",
+                                    selection->provider()));
+        node->q_->name_sources();
+        const Quirks& quirks = node->domain_->quirks();
+        if (quirks.notify_source_unreliable || quirks.message_source_unreliable) {
+            node->q_->senders_tagged(quirks.message_source_unreliable);
+            node->rdm_->tag_sender(static_cast<std::uint32_t>(node->instance_),
+                                   quirks.message_source_unreliable);
+        }
+    }
+    node->address_.emplace(selection->kind(), std::string(selection->provider()),
+                           info->addr_format, node->instance_, std::move(name));
+    return node;
+}
+
+std::shared_ptr<Node> Node::open_like(const Options& options, const NodeAddress& peer)
+{
+    Options o = options;
+    o.provider = peer.provider();
+    o.kind = peer.kind();
+    return open(o);
+}
+
+// ---- peers ----
+
+PeerId Node::new_peer()
+{
+    const auto index = static_cast<std::uint32_t>(peers_.size());
+    peers_.emplace_back();
+    routes_.emplace_back();
+    return PeerId{index};
+}
+
+PeerId Node::add_peer(const NodeAddress& address)
+{
+    if (address.provider() != provider() || address.kind() != kind())
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         fmt::format("the peer's Node runs {} ({}), this one {} ({}): both must "
+                                     "use the same provider and endpoint kind (open one with "
+                                     "Node::open_like)",
+                                     address.provider(), to_string(address.kind()), provider(),
+                                     to_string(kind())));
+    if (auto it = by_instance_.find(address.instance()); it != by_instance_.end()) {
+        PeerEntry& e = peers_[it->second];
+        if (e.state != PeerEntry::State::removed) {
+            if (!e.address)
+                e.address = address; // it connected before it was added
+            return PeerId{it->second};
+        }
+    }
+    const PeerId id = new_peer();
+    PeerEntry& e = peers_[id.index];
+    e.address = address;
+    e.instance = address.instance();
+    by_instance_[e.instance] = id.index;
+    if (!rdm_)
+        return id; // MSG: connected on first use
+    e.addr = rdm_->insert_peer(address.fabric_address()).addr;
+    e.ep = rdm_;
+    q_->source_is(e.addr, id);
+    q_->tag_is(static_cast<std::uint32_t>(address.instance()), id);
+    ready(id);
+    return id;
+}
+
+Node::PeerEntry& Node::entry(PeerId peer, const char* call)
+{
+    if (peer.index >= peers_.size())
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("peer {} is not one of this Node's ({} known): use the "
+                                     "PeerId add_peer() returned",
+                                     peer.index, peers_.size()));
+    return peers_[peer.index];
+}
+
+void Node::remove_peer(PeerId peer)
+{
+    PeerEntry& e = entry(peer, "Node::remove_peer");
+    routes_[peer.index] = {};
+    if (e.ep && e.ep != rdm_) {
+        by_fid_.erase(&e.ep->get()->fid);
+        e.ep->close();
+    }
+    e.ep.reset();
+    e.state = PeerEntry::State::removed;
+}
+
+bool Node::connected(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].state == PeerEntry::State::ready;
+}
+
+std::vector<PeerId> Node::peers() const
+{
+    std::vector<PeerId> out;
+    for (std::uint32_t i = 0; i < peers_.size(); ++i)
+        if (peers_[i].state != PeerEntry::State::removed)
+            out.push_back(PeerId{i});
+    return out;
+}
+
+const NodeAddress* Node::address_of(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].address ? &*peers_[peer.index].address
+                                                                    : nullptr;
+}
+
+std::vector<PeerId> Node::lost() const
+{
+    std::vector<PeerId> out;
+    for (std::uint32_t i = 0; i < peers_.size(); ++i)
+        if (peers_[i].state == PeerEntry::State::lost)
+            out.push_back(PeerId{i});
+    return out;
+}
+
+bool Node::is_lost(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].state == PeerEntry::State::lost;
+}
+
+void Node::mark_lost(PeerId peer, std::string why)
+{
+    (void)entry(peer, "Node::mark_lost");
+    lose(peer, std::move(why));
+}
+
+void Node::lose(PeerId peer, std::string why)
+{
+    PeerEntry& e = peers_[peer.index];
+    if (e.state == PeerEntry::State::removed || e.state == PeerEntry::State::lost)
+        return;
+    routes_[peer.index] = {};
+    e.state = PeerEntry::State::lost;
+    e.why = std::move(why);
+    if (e.ep && e.ep != rdm_) {
+        by_fid_.erase(&e.ep->get()->fid);
+        e.ep->close();
+    }
+}
+
+void Node::ready(PeerId peer)
+{
+    PeerEntry& e = peers_[peer.index];
+    e.state = PeerEntry::State::ready;
+    routes_[peer.index] = {e.ep.get(), e.addr};
+}
+
+Node::Route& Node::route_slow(PeerId peer, const char* call)
+{
+    PeerEntry& e = entry(peer, call);
+    switch (e.state) {
+    case PeerEntry::State::removed:
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("peer {} was removed (Node::remove_peer): nothing was posted",
+                                     peer.index));
+    case PeerEntry::State::lost:
+        throw Error(call, -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}): nothing was posted", peer.index, e.why),
+                    nullptr, true);
+    default:
+        connect(peer, Deadline::after(selection_->options().handshake_timeout));
+        return routes_[peer.index];
+    }
+}
+
+Endpoint& Node::endpoint(PeerId peer) { return *route(peer, "Node::endpoint").ep; }
+
+Peer Node::fabric_peer(PeerId peer) { return Peer{route(peer, "Node::fabric_peer").addr}; }
+
+// ---- memory ----
+
+std::shared_ptr<MemoryRegion> Node::allocate(std::size_t size, Access access, Placement placement)
+{
+    return MemoryRegion::allocate(domain_, size, access, rdm_.get(), placement);
+}
+
+std::shared_ptr<MemoryRegion> Node::register_memory(std::span<std::byte> memory, Access access)
+{
+    return MemoryRegion::register_memory(domain_, memory, access, rdm_.get());
+}
+
+// ---- completions ----
+
+std::size_t Node::poll(std::span<Completion> out)
+{
+    if (eq_)
+        events();
+    return q_->poll(out);
+}
+
+std::optional<Completion> Node::poll_one()
+{
+    Completion c;
+    if (poll(std::span(&c, 1)) == 1)
+        return c;
+    return std::nullopt;
+}
+
+Completion Node::wait(void* context, Deadline deadline) { return q_->wait(context, deadline); }
+
+Completion Node::wait_for(Op op, Deadline deadline) { return q_->wait_for(op, deadline); }
+
+Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
+{
+    return q_->wait_for(op, peer, deadline);
+}
+
+void Node::progress()
+{
+    if (eq_)
+        events();
+    q_->progress();
+}
+
+} // namespace weft

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// Node: many peers on one domain and one queue, every completion a peer
+// caused naming it, on every provider cell (MSG and RDM). Each Node is driven
+// by one thread; peers are Nodes in other threads of this process.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "support/cases.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+using weft::test::soon;
+
+namespace {
+
+/// Runs `body(i)` for i in [0, n) on n threads; rethrows the first failure.
+template <class F>
+void on_threads(std::size_t n, F body)
+{
+    std::vector<std::exception_ptr> errors(n);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < n; ++i)
+        threads.emplace_back([&, i] {
+            try {
+                body(i);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+        });
+    for (auto& t : threads)
+        t.join();
+    for (auto& e : errors)
+        if (e)
+            std::rethrow_exception(e);
+}
+
+} // namespace
+
+TEST_CASE("node: every notification names the peer that sent it", "[node][notify][threads]")
+{
+    const auto c = test::each_cell();
+    const std::size_t clients = GENERATE(2, 8);
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label() << ", " << clients << " peers");
+    const Options o = test::options_for(c);
+    auto server = Node::open(o);
+    constexpr std::size_t slot = 4096;
+    constexpr std::uint32_t rounds = 50;
+    auto inbox = server->allocate(clients * slot, Access::remote_write);
+    const RemoteRegion at_server = inbox->remote();
+
+    // Addresses are exchanged in-process here (a store or a server does it
+    // across processes); RDM wants both sides to add each other.
+    std::vector<std::shared_ptr<Node>> nodes;
+    std::vector<PeerId> at_server_id; // the server's id of each client
+    for (std::size_t i = 0; i < clients; ++i) {
+        nodes.push_back(Node::open_like(o, server->address()));
+        at_server_id.push_back(server->add_peer(nodes.back()->address()));
+    }
+    std::atomic<bool> done{false};
+    std::map<std::uint32_t, std::vector<std::uint32_t>> got; // server id -> values
+    std::string server_error;
+    std::thread target([&] {
+        try {
+            for (std::size_t n = 0; n < clients * rounds; ++n) {
+                const Completion note = server->wait_for(Op::notify, soon(60s));
+                got[note.peer.index].push_back(note.data);
+            }
+            while (!done)
+                server->progress(); // serve the last reads and hellos
+        } catch (const std::exception& e) {
+            server_error = e.what();
+        }
+    });
+    try {
+        on_threads(clients, [&](std::size_t i) {
+            Node& me = *nodes[i];
+            const PeerId srv = me.add_peer(server->address());
+            auto src = me.allocate(slot, Access::local);
+            int ctx = 0;
+            for (std::uint32_t r = 0; r < rounds; ++r) {
+                test::fill_pattern(src->bytes(), i * 1000 + r);
+                me.write_notify(srv, src->slice(0, slot), at_server, i * slot,
+                                static_cast<std::uint32_t>(i << 16 | r), &ctx);
+                (void)me.wait(&ctx, soon(60s));
+            }
+        });
+    } catch (...) {
+        done = true;
+        target.join();
+        throw;
+    }
+    done = true;
+    target.join();
+    REQUIRE(server_error.empty());
+    for (std::size_t i = 0; i < clients; ++i) {
+        INFO("client " << i << " (server's peer " << at_server_id[i].index << ")");
+        const auto& values = got[at_server_id[i].index];
+        REQUIRE(values.size() == rounds);
+        for (std::uint32_t r = 0; r < rounds; ++r)
+            REQUIRE(values[r] == (static_cast<std::uint32_t>(i) << 16 | r));
+        // The last write of each client is in its slot.
+        std::vector<std::byte> want(slot);
+        test::fill_pattern(want, i * 1000 + rounds - 1);
+        CHECK(std::memcmp(inbox->data() + i * slot, want.data(), slot) == 0);
+    }
+    nodes.clear(); // the clients first: the server's region outlives their endpoints
+}
+
+TEST_CASE("node: unknown and removed peers are refused before any traffic",
+          "[node][bad-input]")
+{
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const Options o = test::options_for(c);
+    auto a = Node::open(o);
+    auto b = Node::open_like(o, a->address());
+    auto src = a->allocate(64, Access::local);
+    auto target = b->allocate(64, Access::remote_write);
+    int ctx = 0;
+    CHECK_THROWS_AS(a->write(PeerId{7}, src->slice(0, 8), target->remote(), 0, &ctx), UsageError);
+    const PeerId p = a->add_peer(b->address());
+    CHECK(a->add_peer(b->address()) == p); // the same Node twice: the same peer
+    a->remove_peer(p);
+    CHECK_THROWS_AS(a->write(p, src->slice(0, 8), target->remote(), 0, &ctx), UsageError);
+    // Another provider's address is refused with both names.
+    const NodeAddress other(a->kind(), a->provider() == "shm" ? "tcp" : "shm", 1, 1,
+                            std::vector<std::byte>(16));
+    CHECK_THROWS_AS(a->add_peer(other), UsageError);
+}
+
+TEST_CASE("node: every message names the peer that sent it", "[node][msg][threads]")
+{
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    constexpr std::size_t clients = 4;
+    constexpr std::uint32_t rounds = 40;
+    INFO(c.label());
+    const Options o = test::options_for(c);
+    auto server = Node::open(o);
+    std::vector<std::shared_ptr<Node>> nodes;
+    std::vector<PeerId> at_server_id;
+    for (std::size_t i = 0; i < clients; ++i) {
+        nodes.push_back(Node::open_like(o, server->address()));
+        at_server_id.push_back(server->add_peer(nodes.back()->address()));
+    }
+    std::atomic<bool> done{false};
+    std::map<std::uint32_t, std::vector<std::uint32_t>> got;
+    std::string server_error;
+    std::thread target([&] {
+        try {
+            for (std::size_t n = 0; n < clients * rounds; ++n) {
+                const Completion m = server->wait_for(Op::recv, soon(60s));
+                std::uint32_t v = 0;
+                std::memcpy(&v, m.message.data(), sizeof v);
+                got[m.peer.index].push_back(v);
+            }
+            while (!done)
+                server->progress();
+        } catch (const std::exception& e) {
+            server_error = e.what();
+        }
+    });
+    try {
+        on_threads(clients, [&](std::size_t i) {
+            Node& me = *nodes[i];
+            const PeerId srv = me.add_peer(server->address());
+            auto src = me.allocate(64, Access::local);
+            int ctx = 0;
+            for (std::uint32_t r = 0; r < rounds; ++r) {
+                const std::uint32_t v = static_cast<std::uint32_t>(i << 16 | r);
+                std::memcpy(src->data(), &v, sizeof v);
+                me.send(srv, src->slice(0, 64), &ctx);
+                (void)me.wait(&ctx, soon(60s));
+            }
+        });
+    } catch (...) {
+        done = true;
+        target.join();
+        throw;
+    }
+    done = true;
+    target.join();
+    REQUIRE(server_error.empty());
+    for (std::size_t i = 0; i < clients; ++i) {
+        INFO("client " << i);
+        const auto& values = got[at_server_id[i].index];
+        REQUIRE(values.size() == rounds);
+        for (std::uint32_t r = 0; r < rounds; ++r)
+            REQUIRE(values[r] == (static_cast<std::uint32_t>(i) << 16 | r));
+    }
+    nodes.clear();
+}
