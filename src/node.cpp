@@ -291,7 +291,12 @@ void Node::progress()
 {
     if (eq_)
         events();
-    q_->progress();
+    // A connection's hellos arrive as completions: while one is pending, take
+    // them (whatever else arrives is kept for the next poll or wait).
+    if (pending_.empty())
+        q_->progress();
+    else
+        q_->stash_some();
 }
 
 } // namespace weft

@@ -198,3 +198,119 @@ TEST_CASE("node: every message names the peer that sent it", "[node][msg][thread
     }
     nodes.clear();
 }
+
+TEST_CASE("node: 32 peers, one registered buffer used with all, every byte verified",
+          "[node][rma][threads]")
+{
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    constexpr std::size_t peers = 32;
+    constexpr std::size_t slot = 8192;
+    const Options o = test::options_for(c);
+    auto hub = Node::open(o);
+    // One registration for every peer: each writes its slot, reads the common part.
+    auto shared = hub->allocate(peers * slot + slot, Access::remote_read_write);
+    test::fill_pattern(shared->bytes().last(slot), 77);
+    const RemoteRegion region = shared->remote();
+    std::vector<std::shared_ptr<Node>> nodes;
+    for (std::size_t i = 0; i < peers; ++i) {
+        nodes.push_back(Node::open_like(o, hub->address()));
+        (void)hub->add_peer(nodes.back()->address());
+    }
+    std::atomic<std::size_t> finished{0};
+    std::string hub_error;
+    std::thread serve([&] {
+        try {
+            while (finished < peers)
+                hub->progress(); // a passive target that accepts and progresses
+        } catch (const std::exception& e) {
+            hub_error = e.what();
+        }
+    });
+    try {
+        // 4 threads, 8 Nodes each: a thread drives its Nodes one after another.
+        on_threads(4, [&](std::size_t t) {
+            for (std::size_t i = t; i < peers; i += 4) {
+                Node& me = *nodes[i];
+                const PeerId h = me.add_peer(hub->address());
+                auto src = me.allocate(slot, Access::local);
+                auto back = me.allocate(2 * slot, Access::local);
+                test::fill_pattern(src->bytes(), 1000 + i);
+                int ctx = 0;
+                me.write(h, src->slice(0, slot), region, i * slot, &ctx);
+                (void)me.wait(&ctx, soon(60s));
+                me.read(h, back->slice(0, slot), region, i * slot, &ctx); // its own slot back
+                (void)me.wait(&ctx, soon(60s));
+                me.read(h, back->slice(slot, slot), region, peers * slot, &ctx); // the common part
+                (void)me.wait(&ctx, soon(60s));
+                REQUIRE(std::memcmp(back->data(), src->data(), slot) == 0);
+                REQUIRE(std::memcmp(back->data() + slot, shared->data() + peers * slot, slot) == 0);
+                ++finished;
+            }
+        });
+    } catch (...) {
+        finished = peers;
+        serve.join();
+        throw;
+    }
+    serve.join();
+    REQUIRE(hub_error.empty());
+    for (std::size_t i = 0; i < peers; ++i) {
+        std::vector<std::byte> want(slot);
+        test::fill_pattern(want, 1000 + i);
+        REQUIRE(std::memcmp(shared->data() + i * slot, want.data(), slot) == 0);
+    }
+    nodes.clear();
+}
+
+TEST_CASE("node: peers of separate Nodes cannot reach each other's memory", "[node][security]")
+{
+    // Keys are domain-wide: a Node's region is reachable by every peer that
+    // learns its descriptor. Peers that must be isolated get Nodes of their own.
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const Options o = test::options_for(c);
+    auto for_a = Node::open(o); // a service's Node for client A
+    auto for_b = Node::open_like(o, for_a->address()); // and another for client B
+    if (for_a->domain()->quirks().keys_unchecked || for_a->domain()->quirks().remote_errors_silent) {
+        WARN(c.label() << ": this provider does not refuse a foreign key (Quirks::keys_unchecked or remote_errors_silent): no isolation to test");
+        return;
+    }
+    auto secret = for_a->allocate(4096, Access::remote_read);   // exported to A only
+    auto visible = for_b->allocate(4096, Access::remote_read);  // exported to B
+    auto client_b = Node::open_like(o, for_b->address());
+    const PeerId b_side = client_b->add_peer(for_b->address());
+    (void)for_b->add_peer(client_b->address());
+    auto sink = client_b->allocate(4096, Access::local);
+    std::atomic<bool> done{false};
+    std::thread serve([&] {
+        while (!done)
+            for_b->progress();
+    });
+    int ctx = 0;
+    // B reaches its own Node's region, and not A's, though it holds A's descriptor.
+    std::string allowed_error;
+    std::string refused;
+    test::fill_pattern(visible->bytes(), 3);
+    try {
+        client_b->read(b_side, sink->slice(0, 64), visible->remote(), 0, &ctx);
+        (void)client_b->wait(&ctx, soon());
+    } catch (const Error& e) {
+        allowed_error = e.what();
+    }
+    try {
+        client_b->read(b_side, sink->slice(64, 64), secret->remote(), 0, &ctx);
+        (void)client_b->wait(&ctx, soon());
+    } catch (const Error& e) {
+        refused = e.what();
+    }
+    done = true;
+    serve.join();
+    INFO("own Node's region: " << allowed_error);
+    REQUIRE(allowed_error.empty());
+    CHECK(std::memcmp(sink->data(), visible->data(), 64) == 0);
+    INFO("the other Node's region: " << refused);
+    CHECK_FALSE(refused.empty());
+}

@@ -127,7 +127,8 @@ public:
     Completion wait_for(Op op, Deadline deadline);
     /// The next `op` that `peer` caused; others are kept for later.
     Completion wait_for(Op op, PeerId peer, Deadline deadline);
-    /// Drives progress and connection events without taking completions.
+    /// Drives progress and connection events (accepting and greeting
+    /// connecting peers) without handing out completions.
     void progress();
 
     struct Private;
