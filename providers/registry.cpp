@@ -86,6 +86,7 @@ Quirks quirks_for(const fi_info* info)
     q.notify_source_unreliable = name.find(";ofi_rxm") != std::string_view::npos ||
                                  name.find(";ofi_rxd") != std::string_view::npos;
     q.message_source_unreliable = name.find(";ofi_rxd") != std::string_view::npos;
+    q.wait_fd_misses_data = name.find(";ofi_rxm") != std::string_view::npos;
     if (&t == &verbs)
         apply_verbs_quirks(info, q);
     return q;

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "weft/completion_queue.hpp"
 
+#include <poll.h>
+
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -36,18 +39,44 @@ CompletionQueue::CompletionQueue(Private, std::shared_ptr<Domain> domain,
 }
 
 std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> domain,
-                                                       std::size_t size)
+                                                       std::size_t size, bool sleepable)
 {
     fi_cq_attr attr{};
     attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA;
-    attr.wait_obj = FI_WAIT_NONE;
+    attr.wait_obj = sleepable ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* raw = nullptr;
-    detail::check(fi_cq_open(domain->get(), &attr, &raw, nullptr), "fi_cq_open",
-                  domain->provider(),
+    const int ret = fi_cq_open(domain->get(), &attr, &raw, nullptr);
+    if (ret != 0 && sleepable)
+        throw UsageError("fi_cq_open", ret, std::string(domain->provider()),
+                         fmt::format("{} offers no file descriptor to sleep on (FI_WAIT_FD): "
+                                     "use Waiting::spin with it",
+                                     domain->provider()));
+    detail::check(ret, "fi_cq_open", domain->provider(),
                   size ? fmt::format("asked for {} entries", size) : std::string{});
-    return std::make_shared<CompletionQueue>(Private{}, std::move(domain),
-                                             detail::FidPtr<fid_cq>(raw), size);
+    auto cq = std::make_shared<CompletionQueue>(Private{}, std::move(domain),
+                                                detail::FidPtr<fid_cq>(raw), size);
+    if (sleepable && fi_control(&raw->fid, FI_GETWAIT, &cq->fd_) != 0)
+        throw UsageError("fi_control(FI_GETWAIT)", -FI_ENOSYS, std::string(cq->domain_->provider()),
+                         fmt::format("{} gives no file descriptor to sleep on: use "
+                                     "Waiting::spin with it",
+                                     cq->domain_->provider()));
+    return cq;
+}
+
+bool CompletionQueue::trywait() noexcept
+{
+    fid_t fids[] = {&fid_->fid};
+    return fd_ >= 0 && fi_trywait(domain_->fabric()->get(), fids, 1) == 0;
+}
+
+bool CompletionQueue::sleep(int ms) noexcept
+{
+    if (fd_ < 0)
+        return false;
+    pollfd p{fd_, POLLIN, 0};
+    (void)::poll(&p, 1, std::min(ms, sleep_cap_));
+    return true;
 }
 
 void CompletionQueue::raise(ssize_t r)

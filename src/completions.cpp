@@ -5,6 +5,7 @@
 #include "weft/completions.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -33,9 +34,13 @@ std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
                                                const Options& options, std::size_t cq_size,
                                                std::size_t endpoints, std::size_t slots)
 {
-    auto cq = CompletionQueue::open(std::move(domain), cq_size);
+    const bool sleeping = options.waiting == Waiting::sleep;
+    auto cq = CompletionQueue::open(std::move(domain), cq_size, sleeping);
     auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
+    q->sleeping_ = sleeping;
     q->wants_thread_ = wants_progress_thread(options, q->quirks_);
+    if (q->quirks_.wait_fd_misses_data)
+        q->cq_->cap_sleep(10);
     q->progress_interval_ = options.progress_interval;
     q->progress_cpu_ = options.progress_cpu;
     return q;
@@ -315,6 +320,10 @@ std::optional<Completion> Completions::poll_one()
     return std::nullopt;
 }
 
+namespace {
+int deadline_ms(Deadline d) noexcept { return d.remaining_ms(); }
+} // namespace
+
 template <class Pred>
 Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* what)
 {
@@ -348,6 +357,24 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             if (in_flight_ <= 0 && !held_.empty())
                 release_idle();
             return take(got[hit]);
+        }
+        if (sleeping_ && n == 0 && deadline_ms(deadline) > 0) {
+            // Nothing pending: sleep until something arrives (bounded, so the
+            // idle hook and the deadline are seen).
+            const int ms = std::min(deadline_ms(deadline), quirks_.wait_fd_misses_data ? 10 : 100);
+            const auto before = Clock::now();
+            if (sleep_hook_)
+                sleep_hook_(sleep_arg_, ms);
+            else if (trywait())
+                cq_->sleep(ms);
+            // A wait object that does not hold (net's stays readable once a
+            // connection exists; tcp's trywait can keep saying "poll first"
+            // with nothing to read: measured) must not make this a spin.
+            if (Clock::now() - before < std::chrono::microseconds(50) && ++naps_ >= 2)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            spins = clock_every; // look at the hook and the deadline now
+        } else {
+            naps_ = 0;
         }
         if ((++spins & clock_every) == 0) [[unlikely]] {
             if (idle_hook_)

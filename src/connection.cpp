@@ -37,8 +37,9 @@ void Connection::explain(const Error& e) const
                                 side_.peer(), e.what()),
                     e.context(), true);
     const int code = e.code();
+    // verbs reports a refused access as -EIO ("remote access error").
     if (code == -FI_ECANCELED || code == -FI_ENOTCONN || code == -FI_ECONNRESET ||
-        code == -FI_ECONNABORTED || code == -EPIPE)
+        code == -FI_ECONNABORTED || code == -EPIPE || code == -FI_EIO)
         throw Error(e.call(), code, e.provider(),
                     fmt::format("{}. The peer {} is still there (its side channel is open): it "
                                 "most likely refused this access (wrong key, out of bounds, or "

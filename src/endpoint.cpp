@@ -382,12 +382,14 @@ void Endpoint::connected()
 
 std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
                                              const Options& options,
-                                             std::shared_ptr<Completions> completions)
+                                             std::shared_ptr<Completions> completions,
+                                             bool framed)
 {
     // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable.
     return detail::retry_on_port_clash(domain->info().get(), [&] {
         auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
         ep->open_fid(domain->info());
+        ep->framed_ |= framed;
         ep->bind_and_enable(nullptr, completions);
         return ep;
     });

@@ -20,15 +20,19 @@ EventQueue::EventQueue(Private, std::shared_ptr<Fabric> fabric, detail::FidPtr<f
 {
 }
 
-std::shared_ptr<EventQueue> EventQueue::open(std::shared_ptr<Fabric> fabric)
+std::shared_ptr<EventQueue> EventQueue::open(std::shared_ptr<Fabric> fabric, bool sleepable)
 {
     fi_eq_attr attr{};
     attr.size = 64;
-    attr.wait_obj = FI_WAIT_UNSPEC;
+    attr.wait_obj = sleepable ? FI_WAIT_FD : FI_WAIT_UNSPEC;
     fid_eq* raw = nullptr;
     detail::check(fi_eq_open(fabric->get(), &attr, &raw, nullptr), "fi_eq_open",
                   fabric->provider());
-    return std::make_shared<EventQueue>(Private{}, std::move(fabric), detail::FidPtr<fid_eq>(raw));
+    auto eq = std::make_shared<EventQueue>(Private{}, std::move(fabric), detail::FidPtr<fid_eq>(raw));
+    if (sleepable)
+        detail::check(fi_control(&raw->fid, FI_GETWAIT, &eq->fd_), "fi_control(FI_GETWAIT)",
+                      eq->fabric_->provider());
+    return eq;
 }
 
 std::string_view event_name(std::uint32_t type) noexcept

@@ -7,7 +7,9 @@
 // keeps the lower instance's connection.
 #include "weft/node.hpp"
 
+#include <sys/epoll.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,6 +54,8 @@ Node::~Node()
     peers_.clear();
     rdm_.reset();
     listener_.reset();
+    if (epoll_fd_ >= 0)
+        ::close(epoll_fd_);
 }
 
 std::shared_ptr<Node> Node::open(const Options& options)
@@ -66,14 +70,22 @@ std::shared_ptr<Node> Node::open(const Options& options)
     node->completions_ = Endpoint::completions_for(node->domain_, selection->options(), msg ? 1024 : 1);
     node->q_ = node->completions_.get();
     std::vector<std::byte> name;
+    const bool sleeping = selection->options().waiting == Waiting::sleep;
     if (msg) {
-        node->eq_ = EventQueue::open(node->fabric_);
+        node->eq_ = EventQueue::open(node->fabric_, sleeping);
         node->listener_ = Listener::open(node->fabric_, info, node->eq_);
         name = node->listener_->name();
         node->q_->notify_carries_peer();
         node->q_->on_idle([](void* n) { static_cast<Node*>(n)->events(); }, node.get());
     } else {
-        node->rdm_ = Endpoint::open_rdm(node->domain_, selection->options(), node->completions_);
+        // Where the provider misnames notifications' sources and the CQ data
+        // has no bits to spare (ofi_rxm over verbs: 4 B), a notification is a
+        // write and a framed message, whose source the provider names right.
+        const Quirks& q = node->domain_->quirks();
+        const bool framed = q.notify_source_unreliable && !q.message_source_unreliable &&
+                            info->domain_attr->cq_data_size < sizeof(std::uint64_t);
+        node->rdm_ = Endpoint::open_rdm(node->domain_, selection->options(), node->completions_,
+                                        framed);
         name = node->rdm_->name();
         if (!(node->rdm_->info()->caps & FI_SOURCE))
             throw Error("Node::open", -FI_ENOSYS, std::string(selection->provider()),
@@ -83,7 +95,8 @@ std::shared_ptr<Node> Node::open(const Options& options)
                                     selection->provider()));
         node->q_->name_sources();
         const Quirks& quirks = node->domain_->quirks();
-        if (quirks.notify_source_unreliable || quirks.message_source_unreliable) {
+        if (!node->rdm_->notify_needs_receive() &&
+            (quirks.notify_source_unreliable || quirks.message_source_unreliable)) {
             node->q_->senders_tagged(quirks.message_source_unreliable);
             node->rdm_->tag_sender(static_cast<std::uint32_t>(node->instance_),
                                    quirks.message_source_unreliable);
@@ -91,6 +104,24 @@ std::shared_ptr<Node> Node::open(const Options& options)
     }
     node->address_.emplace(selection->kind(), std::string(selection->provider()),
                            info->addr_format, node->instance_, std::move(name));
+    if (sleeping) {
+        // One descriptor for the application: the queue's and the event queue's.
+        node->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (node->epoll_fd_ < 0)
+            detail::throw_error("epoll_create1", -errno, std::string(selection->provider()));
+        for (const int fd : {node->q_->fd(), node->eq_ ? node->eq_->fd() : -1}) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.fd = fd;
+            if (fd >= 0 && ::epoll_ctl(node->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+                detail::throw_error("epoll_ctl", -errno, std::string(selection->provider()));
+        }
+        node->q_->on_sleep([](void* n, int ms) {
+            auto* self = static_cast<Node*>(n);
+            if (self->trywait())
+                self->sleep(Deadline::after(std::chrono::milliseconds(ms)));
+        }, node.get());
+    }
     return node;
 }
 
@@ -285,6 +316,24 @@ Completion Node::wait_for(Op op, Deadline deadline) { return q_->wait_for(op, de
 Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 {
     return q_->wait_for(op, peer, deadline);
+}
+
+bool Node::trywait()
+{
+    if (epoll_fd_ < 0 || !q_->trywait())
+        return false;
+    fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
+    return fi_trywait(fabric_->get(), fids, eq_ ? 2 : 1) == 0;
+}
+
+void Node::sleep(Deadline deadline)
+{
+    if (epoll_fd_ < 0)
+        throw UsageError("Node::sleep", -FI_EINVAL, std::string(provider()),
+                         "this Node spins (Options::waiting is Waiting::spin): open it with "
+                         "Waiting::sleep to sleep");
+    epoll_event ev{};
+    (void)::epoll_wait(epoll_fd_, &ev, 1, deadline.remaining_ms());
 }
 
 void Node::progress()

@@ -18,8 +18,10 @@ namespace weft {
 /// FI_THREAD_SAFE.
 class CompletionQueue {
 public:
-    /// `size` 0 = provider default.
-    static std::shared_ptr<CompletionQueue> open(std::shared_ptr<Domain> domain, std::size_t size);
+    /// `size` 0 = provider default. `sleepable`: with a file descriptor to
+    /// sleep on (FI_WAIT_FD); UsageError naming the provider when it has none.
+    static std::shared_ptr<CompletionQueue> open(std::shared_ptr<Domain> domain, std::size_t size,
+                                                 bool sleepable = false);
 
     /// Reads up to `n` entries; returns 0 when none is ready. An error entry throws
     /// weft::Error carrying the failed operation's context, the errno and the
@@ -50,6 +52,23 @@ public:
     /// queue (fi_cq_read with a count of 0). Needed when data progress is MANUAL.
     void progress() noexcept { (void)fi_cq_read(fid_.get(), nullptr, 0); }
 
+    /// The descriptor that turns readable when something arrives (-1 unless
+    /// opened sleepable). Sleep on it only after trywait() said so.
+    int fd() const noexcept { return fd_; }
+    /// True when nothing is pending and the caller may sleep on fd()
+    /// (fi_trywait; it also re-arms the descriptor).
+    bool trywait() noexcept;
+    /// Sleeps until something arrives or `ms` pass (at most the cap); false
+    /// without a descriptor.
+    bool sleep(int ms) noexcept;
+    /// Sleeps last at most `ms` (Quirks::wait_fd_misses_data).
+    void cap_sleep(int ms) noexcept { sleep_cap_ = ms; }
+    bool sleep_capped() const noexcept { return sleep_cap_ < (1 << 30); }
+    /// Makes fd() readable (fi_cq_signal): a progress thread that moved data
+    /// into the queue wakes an owner asleep on the same wait object, whose
+    /// signal the provider's progress resets (tcp in libfabric 1.17).
+    void signal() noexcept { (void)fi_cq_signal(fid_.get()); }
+
     fid_cq* get() const noexcept { return fid_.get(); }
     const std::shared_ptr<Domain>& domain() const noexcept { return domain_; }
     std::size_t size() const noexcept { return size_; }
@@ -64,6 +83,8 @@ private:
     std::shared_ptr<Domain> domain_;
     detail::FidPtr<fid_cq> fid_;
     std::size_t size_;
+    int fd_ = -1;
+    int sleep_cap_ = 1 << 30;
 };
 
 } // namespace weft

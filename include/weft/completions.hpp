@@ -122,8 +122,20 @@ public:
         idle_hook_ = hook;
         idle_arg_ = arg;
     }
+    /// Waiting::sleep: how a wait sleeps up to `ms` when nothing is pending
+    /// (a Node also watches its event queue); by default on fd().
+    void on_sleep(void (*hook)(void*, int ms), void* arg) noexcept
+    {
+        sleep_hook_ = hook;
+        sleep_arg_ = arg;
+    }
     /// Drives provider progress without taking completions (MANUAL providers).
     void progress() noexcept { cq_->progress(); }
+    /// Waiting::sleep: the descriptor that turns readable when something
+    /// arrives (-1 otherwise), and whether nothing is pending so the caller
+    /// may sleep on it now (fi_trywait).
+    int fd() const noexcept { return cq_->fd(); }
+    bool trywait() noexcept { return deferred_.empty() && lent_.empty() && cq_->trywait(); }
 
     const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
     std::string_view provider() const noexcept { return cq_->domain()->provider(); }
@@ -226,7 +238,7 @@ private:
     static constexpr std::uint32_t clock_every = 1023;
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).
-    bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_; }
+    bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_ && !sleeping_; }
     bool holds(Op op) noexcept
     {
         for (std::size_t i = 0; i < deferred_.size(); ++i)
@@ -271,6 +283,8 @@ private:
     std::vector<Endpoint*> follow_ups_;    // endpoints with credits to hand back or a hello to answer
     bool spun_out_ = false;                // spin_one returned because the deadline passed
     bool sources_ = false;                 // fi_cq_readfrom; peer_of_addr_ names them
+    bool sleeping_ = false;                // Waiting::sleep: waits sleep on the descriptor
+    std::uint32_t naps_ = 0;               // sleeps in a row that returned at once
     bool notify_peer_bits_ = false;        // a notification's data >> 32 is its PeerId
     std::vector<PeerId> peer_of_addr_;
     bool tagged_notify_ = false;
@@ -278,6 +292,8 @@ private:
     std::unordered_map<std::uint32_t, PeerId> peer_of_tag_;
     void (*idle_hook_)(void*) = nullptr;
     void* idle_arg_ = nullptr;
+    void (*sleep_hook_)(void*, int) = nullptr;
+    void* sleep_arg_ = nullptr;
     // Regions that posted operations use (Local::region), held until no
     // operation is in flight and the caller has dropped them (release_idle):
     // freeing a region under a pending read would let the provider write into

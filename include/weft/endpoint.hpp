@@ -62,9 +62,13 @@ public:
     /// Throws when the connection failed.
     bool accept_step();
     /// RDM: an enabled endpoint with its own address vector.
+    /// `framed`: notifications as a write and a framed message even where CQ
+    /// data exists (a Node whose provider misnames notification sources and
+    /// has no CQ-data bits to spare, as ofi_rxm over verbs).
     static std::shared_ptr<Endpoint> open_rdm(std::shared_ptr<Domain> domain,
                                               const Options& options,
-                                              std::shared_ptr<Completions> completions = {});
+                                              std::shared_ptr<Completions> completions = {},
+                                              bool framed = false);
     /// A Node's MSG endpoint, bound to the Node's event and completion queues
     /// and serving `peer`: then begin_connect() (initiator) or begin_accept()
     /// (`info` is the FI_CONNREQ's); the Node hands it FI_CONNECTED
@@ -127,6 +131,14 @@ public:
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
+    /// True when a notification takes one of the target's receive slots
+    /// (FI_RX_CQ_DATA, as on verbs; or a framed message, as on iWARP): a
+    /// target then takes at most Options::rx_slots notifications before it
+    /// polls, and a writer beyond them waits (an RC queue pair retries).
+    bool notify_needs_receive() const noexcept
+    {
+        return framed_ || (ep_info_ && ((*ep_info_)->mode & FI_RX_CQ_DATA));
+    }
     bool supports_atomics() const noexcept { return atomics_; }
     /// With credit-based flow control (iWARP): the peer's receive slots, the
     /// messages sent so far and the slots the peer has handed back. All 0 without.

@@ -21,7 +21,10 @@ namespace weft {
 /// Owns a fid_eq; keeps its Fabric alive. One thread at a time.
 class EventQueue {
 public:
-    static std::shared_ptr<EventQueue> open(std::shared_ptr<Fabric> fabric);
+    /// `sleepable`: with a file descriptor (FI_WAIT_FD) for a caller that sleeps on it.
+    static std::shared_ptr<EventQueue> open(std::shared_ptr<Fabric> fabric, bool sleepable = false);
+    /// The descriptor (-1 unless opened sleepable).
+    int fd() const noexcept { return fd_; }
 
     struct Event {
         std::uint32_t type = 0;     ///< FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, ...
@@ -53,6 +56,7 @@ private:
 
     std::shared_ptr<Fabric> fabric_;
     detail::FidPtr<fid_eq> fid_;
+    int fd_ = -1;
 };
 
 std::string_view event_name(std::uint32_t type) noexcept;

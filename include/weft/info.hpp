@@ -87,6 +87,11 @@ struct Quirks {
     /// carries the sender's identity itself, in the upper CQ-data bits.
     bool notify_source_unreliable = false;
     bool message_source_unreliable = false;
+    /// The queue's wait descriptor does not turn readable when data arrives
+    /// (ofi_rxm: its core connections' traffic does not reach it; measured:
+    /// 10 s asleep with a notification waiting). Sleeping waits and progress
+    /// threads then sleep at most 10 ms at a time there.
+    bool wait_fd_misses_data = false;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).

@@ -131,6 +131,17 @@ public:
     /// connecting peers) without handing out completions.
     void progress();
 
+    // ---- sleeping (Options::waiting = Waiting::sleep) ----
+    /// A descriptor that turns readable when a completion or a connection
+    /// event arrives, for the application's own epoll / event loop; -1 with
+    /// Waiting::spin. Before sleeping on it, ask trywait().
+    int fd() const noexcept { return epoll_fd_; }
+    /// True when nothing is pending, so the caller may sleep on fd() now; else
+    /// poll() first (fi_trywait over the Node's queues).
+    bool trywait();
+    /// Sleeps until something may be ready or `deadline` passes (poll() next).
+    void sleep(Deadline deadline);
+
     struct Private;
     Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
 
@@ -179,6 +190,7 @@ private:
     std::unordered_map<std::uint64_t, std::uint32_t> by_instance_;
     std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
+    int epoll_fd_ = -1;                       // Waiting::sleep: the queue's and the event queue's
 };
 
 } // namespace weft

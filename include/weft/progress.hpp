@@ -36,7 +36,8 @@ private:
 
 /// Every `interval`, drives progress on `cq` (CompletionQueue::progress, which
 /// takes no completions out of the queue) unless `activity` shows the owner
-/// polled since the last check. The queue's domain must be FI_THREAD_SAFE (weft
+/// polled since the last check. A queue with a descriptor (Waiting::sleep)
+/// lets it sleep while nothing is pending and the owner is idle. The queue's domain must be FI_THREAD_SAFE (weft
 /// opens it so when it plans a thread).
 class ProgressThread {
 public:

@@ -37,6 +37,16 @@ enum class Progress : std::uint8_t {
     thread,
 };
 
+/// How a wait for a completion waits.
+enum class Waiting : std::uint8_t {
+    /// Spin on the queue (the default): the lowest latency, a core busy while waiting.
+    spin,
+    /// Sleep on the queue's wait object until something arrives: no CPU while
+    /// idle (a wake-up costs ~20 us here), and a descriptor for an event
+    /// loop (Node::fd). A progress thread then sleeps too while nothing happens.
+    sleep,
+};
+
 struct Options {
     /// Provider by name: "verbs", "tcp", "tcp;ofi_rxm", "sockets", "shm", "net", ...
     /// Empty: the WEFT_PROVIDER environment variable, else automatic.
@@ -58,6 +68,8 @@ struct Options {
     /// How often a weft progress thread checks an endpoint; it drives progress
     /// only when the application has not polled since the last check.
     std::chrono::microseconds progress_interval{100};
+    /// How waits wait (Waiting::sleep: no CPU while idle).
+    Waiting waiting = Waiting::spin;
     /// Pin progress threads to this CPU (e.g. one near the device); none = unpinned.
     std::optional<int> progress_cpu;
     /// Transmit / receive queue depth (0 = provider default, capped to device limits).

@@ -45,6 +45,10 @@ check_weft_contract() { weft_catch "$WEFT_TESTS/test_contract"; }
 check_weft_server() { weft_catch "$WEFT_TESTS/test_server"; }
 check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost"; }
 check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
+# Many peers on one Node (one domain, one queue), every completion naming its peer.
+check_weft_node() { weft_catch "$WEFT_TESTS/test_node"; }
+check_weft_node_sleep() { weft_catch "$WEFT_TESTS/test_node_sleep"; }
+export -f check_weft_node check_weft_node_sleep
 export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
     check_weft_batch check_weft_edges check_weft_soak check_weft_faults check_weft_contract \
     check_weft_server check_weft_peer_lost check_weft_lifetimes
@@ -61,6 +65,8 @@ run_check "$DEV" weft_contract check_weft_contract
 run_check "$DEV" weft_server check_weft_server
 run_check "$DEV" weft_peer_lost check_weft_peer_lost
 run_check "$DEV" weft_lifetimes check_weft_lifetimes
+WEFT_LAB_CHECK_TIMEOUT=600 run_check "$DEV" weft_node check_weft_node
+run_check "$DEV" weft_node_sleep check_weft_node_sleep
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm
