@@ -84,9 +84,11 @@ std::span<detail::Tag> Completions::attach(Endpoint* owner, std::size_t slots)
 {
     if (slots + 2 > block_ || free_blocks_.empty())
         throw UsageError("Completions::attach", -FI_EINVAL, std::string(provider()),
-                         fmt::format("this completion queue serves {} endpoint(s) of {} receive "
-                                     "slots each, and all are taken: open it for more",
-                                     tags_.size() / block_, block_ - 2));
+                         fmt::format("this completion queue ({} entries) serves {} endpoint(s) "
+                                     "of {} receive slots each, and all are taken: open another "
+                                     "Node, or lower Options::tx_depth and Options::rx_slots so "
+                                     "that more fit",
+                                     cq_->size(), tags_.size() / block_, block_ - 2));
     const std::size_t b = free_blocks_.back();
     free_blocks_.pop_back();
     std::span<detail::Tag> tags(tags_.data() + b * block_, slots + 2);

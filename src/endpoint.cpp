@@ -159,10 +159,23 @@ std::shared_ptr<Completions> Endpoint::completions_for(const std::shared_ptr<Dom
 {
     const fi_info* info = domain->info().get();
     const Quirks& quirks = domain->quirks();
-    std::size_t cq_size = (info->tx_attr->size + info->rx_attr->size) * std::max<std::size_t>(1, endpoints);
-    if (quirks.max_cq_entries && cq_size > quirks.max_cq_entries)
-        cq_size = quirks.max_cq_entries;
     const std::size_t slots = std::max(slot_count(info, options, true), slot_count(info, options, false));
+    // What one endpoint can have complete at once: its transmit queue and the
+    // receives weft posts.
+    const std::size_t per_endpoint = info->tx_attr->size + slots;
+    endpoints = std::max<std::size_t>(1, endpoints);
+    std::size_t cq_size = per_endpoint * endpoints;
+    // A queue shared by many endpoints holds what is in flight at once; the
+    // software providers keep an overflow list past it.
+    constexpr std::size_t shared_cap = 65536;
+    if (endpoints > 1)
+        cq_size = std::min(cq_size, std::max(shared_cap, per_endpoint));
+    if (quirks.max_cq_entries) {
+        // A device's queue has no overflow list: an overrun breaks every
+        // connection on it. Serve only as many endpoints as it can hold.
+        cq_size = std::min<std::size_t>(cq_size, quirks.max_cq_entries);
+        endpoints = std::clamp<std::size_t>(cq_size / per_endpoint, 1, endpoints);
+    }
     return Completions::open(domain, options, cq_size, endpoints, slots);
 }
 

@@ -18,8 +18,16 @@ weft_env() {
 }
 export -f weft_env
 
-# The last line of a Catch2 run ("All tests passed (N assertions in M test cases)").
-weft_catch() { weft_env "$@" 2>&1 | tail -n 40; return "${PIPESTATUS[0]}"; }
+# The last lines of a Catch2 run ("All tests passed (N assertions in M test
+# cases)"), a repeated line once with its count, so that a failure's context
+# is not pushed out by the same warning printed by every client.
+weft_squeeze() {
+    awk '$0 == prev { n++; next }
+         { if (n) printf "  (the line above %d more times)\n", n; print; prev = $0; n = 0 }
+         END { if (n) printf "  (the line above %d more times)\n", n }'
+}
+weft_catch() { weft_env "$@" 2>&1 | weft_squeeze | tail -n 60; return "${PIPESTATUS[0]}"; }
+export -f weft_squeeze
 export -f weft_catch
 
 check_weft_cells() { WEFT_TEST_REQUIRE="verbs/MSG,verbs;ofi_rxm/RDM" weft_env "$WEFT_TESTS/weft-test-cells"; }
