@@ -63,22 +63,16 @@ TEST_CASE("node: every notification names the peer that sent it", "[node][notify
         nodes.push_back(Node::open_like(o, server->address()));
         at_server_id.push_back(server->add_peer(nodes.back()->address()));
     }
-    std::atomic<bool> done{false};
     std::map<std::uint32_t, std::vector<std::uint32_t>> got; // server id -> values
-    std::string server_error;
-    std::thread target([&] {
-        try {
-            for (std::size_t n = 0; n < clients * rounds; ++n) {
-                const Completion note = server->wait_for(Op::notify, soon(60s));
-                got[note.peer.index].push_back(note.data);
-            }
-            while (!done)
-                server->progress(); // serve the last reads and hellos
-        } catch (const std::exception& e) {
-            server_error = e.what();
+    test::Target target([&](const std::atomic<bool>& done) {
+        for (std::size_t n = 0; n < clients * rounds; ++n) {
+            const Completion note = server->wait_for(Op::notify, soon(60s));
+            got[note.peer.index].push_back(note.data);
         }
+        while (!done)
+            server->progress(); // serve the last reads and hellos
     });
-    try {
+    {
         on_threads(clients, [&](std::size_t i) {
             Node& me = *nodes[i];
             const PeerId srv = me.add_peer(server->address());
@@ -91,14 +85,8 @@ TEST_CASE("node: every notification names the peer that sent it", "[node][notify
                 (void)me.wait(&ctx, soon(60s));
             }
         });
-    } catch (...) {
-        done = true;
-        target.join();
-        throw;
     }
-    done = true;
-    target.join();
-    REQUIRE(server_error.empty());
+    REQUIRE(target.finish().empty());
     for (std::size_t i = 0; i < clients; ++i) {
         INFO("client " << i << " (server's peer " << at_server_id[i].index << ")");
         const auto& values = got[at_server_id[i].index];
@@ -151,24 +139,18 @@ TEST_CASE("node: every message names the peer that sent it", "[node][msg][thread
         nodes.push_back(Node::open_like(o, server->address()));
         at_server_id.push_back(server->add_peer(nodes.back()->address()));
     }
-    std::atomic<bool> done{false};
     std::map<std::uint32_t, std::vector<std::uint32_t>> got;
-    std::string server_error;
-    std::thread target([&] {
-        try {
-            for (std::size_t n = 0; n < clients * rounds; ++n) {
-                const Completion m = server->wait_for(Op::recv, soon(60s));
-                std::uint32_t v = 0;
-                std::memcpy(&v, m.message.data(), sizeof v);
-                got[m.peer.index].push_back(v);
-            }
-            while (!done)
-                server->progress();
-        } catch (const std::exception& e) {
-            server_error = e.what();
+    test::Target target([&](const std::atomic<bool>& done) {
+        for (std::size_t n = 0; n < clients * rounds; ++n) {
+            const Completion m = server->wait_for(Op::recv, soon(60s));
+            std::uint32_t v = 0;
+            std::memcpy(&v, m.message.data(), sizeof v);
+            got[m.peer.index].push_back(v);
         }
+        while (!done)
+            server->progress();
     });
-    try {
+    {
         on_threads(clients, [&](std::size_t i) {
             Node& me = *nodes[i];
             const PeerId srv = me.add_peer(server->address());
@@ -181,14 +163,8 @@ TEST_CASE("node: every message names the peer that sent it", "[node][msg][thread
                 (void)me.wait(&ctx, soon(60s));
             }
         });
-    } catch (...) {
-        done = true;
-        target.join();
-        throw;
     }
-    done = true;
-    target.join();
-    REQUIRE(server_error.empty());
+    REQUIRE(target.finish().empty());
     for (std::size_t i = 0; i < clients; ++i) {
         INFO("client " << i);
         const auto& values = got[at_server_id[i].index];
@@ -218,17 +194,11 @@ TEST_CASE("node: 32 peers, one registered buffer used with all, every byte verif
         nodes.push_back(Node::open_like(o, hub->address()));
         (void)hub->add_peer(nodes.back()->address());
     }
-    std::atomic<std::size_t> finished{0};
-    std::string hub_error;
-    std::thread serve([&] {
-        try {
-            while (finished < peers)
-                hub->progress(); // a passive target that accepts and progresses
-        } catch (const std::exception& e) {
-            hub_error = e.what();
-        }
+    test::Target serve([&](const std::atomic<bool>& done) {
+        while (!done)
+            hub->progress(); // a passive target that accepts and progresses
     });
-    try {
+    {
         // 4 threads, 8 Nodes each: a thread drives its Nodes one after another.
         on_threads(4, [&](std::size_t t) {
             for (std::size_t i = t; i < peers; i += 4) {
@@ -246,16 +216,10 @@ TEST_CASE("node: 32 peers, one registered buffer used with all, every byte verif
                 (void)me.wait(&ctx, soon(60s));
                 REQUIRE(std::memcmp(back->data(), src->data(), slot) == 0);
                 REQUIRE(std::memcmp(back->data() + slot, shared->data() + peers * slot, slot) == 0);
-                ++finished;
             }
         });
-    } catch (...) {
-        finished = peers;
-        serve.join();
-        throw;
     }
-    serve.join();
-    REQUIRE(hub_error.empty());
+    REQUIRE(serve.finish().empty());
     for (std::size_t i = 0; i < peers; ++i) {
         std::vector<std::byte> want(slot);
         test::fill_pattern(want, 1000 + i);

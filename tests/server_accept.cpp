@@ -101,30 +101,19 @@ void verify_pairs(std::vector<Connection>& servers, std::vector<Connection>& cli
         // The server ends are passive targets: on a provider that moves data
         // only while both ends read their queues (ofi_rxm's connection set-up,
         // Progress::polling), they poll too, here in a thread of their own.
-        std::atomic<bool> writing{true};
-        std::thread passive([&] {
-            while (writing)
+        const test::Target passive([&](const std::atomic<bool>& written) {
+            while (!written)
                 for (auto& s : servers)
                     s.endpoint().progress();
         });
-        const auto stop = [&] {
-            writing = false;
-            passive.join();
-        };
-        try {
-            for (std::size_t i = 0; i < clients.size(); ++i) {
-                auto src = keep.emplace_back(clients[i].allocate(8, Access::local));
-                int ctx = 0;
-                clients[i].write_notify(src->slice(0, 8), at_server[i], 0,
-                                        100 + static_cast<std::uint32_t>(i), &ctx);
-                (void)clients[i].endpoint().wait(&ctx, soon());
-            }
-        } catch (...) {
-            stop();
-            throw;
+        for (std::size_t i = 0; i < clients.size(); ++i) {
+            auto src = keep.emplace_back(clients[i].allocate(8, Access::local));
+            int ctx = 0;
+            clients[i].write_notify(src->slice(0, 8), at_server[i], 0,
+                                    100 + static_cast<std::uint32_t>(i), &ctx);
+            (void)clients[i].endpoint().wait(&ctx, soon());
         }
-        stop();
-    }
+    } // the passive ends stop here
     for (auto& s : servers)
         seen.insert(s.endpoint().wait_for(Op::notify, soon()).data);
     CHECK(seen.size() == clients.size());

@@ -3,10 +3,12 @@
 // machine can run them, and a connected pair for a cell.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -74,6 +76,41 @@ void fill_pattern(std::span<std::byte> out, std::uint64_t seed);
 void bury(std::shared_ptr<void> p);
 /// How many objects were buried in this process.
 std::size_t buried() noexcept;
+
+/// A passive end in a thread of its own while the test drives the others.
+/// `body` gets a flag that turns true once the test is done with it (a
+/// target keeps progressing until then). finish(), or the destructor when
+/// the test throws, sets the flag, joins, and returns the body's error text
+/// (empty when it had none).
+class Target {
+public:
+    template <class Body>
+    explicit Target(Body body)
+        : thread_([this, body = std::move(body)]() mutable {
+              try {
+                  body(static_cast<const std::atomic<bool>&>(done_));
+              } catch (const std::exception& e) {
+                  error_ = e.what();
+              }
+          })
+    {
+    }
+    ~Target() { (void)finish(); }
+    Target(const Target&) = delete;
+    Target& operator=(const Target&) = delete;
+    std::string finish()
+    {
+        done_ = true;
+        if (thread_.joinable())
+            thread_.join();
+        return error_;
+    }
+
+private:
+    std::atomic<bool> done_{false};
+    std::string error_;
+    std::thread thread_; // last: starts once the members it uses exist
+};
 
 } // namespace weft::test
 
