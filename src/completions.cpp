@@ -11,7 +11,7 @@
 
 #include "frame.hpp"
 #include "weft/endpoint.hpp"
-#include "weft/select.hpp"
+#include "weft/options.hpp"
 
 namespace weft {
 
@@ -298,6 +298,22 @@ void Completions::run_follow_ups()
 {
     for (Endpoint* ep : std::exchange(follow_ups_, {}))
         ep->follow_up();
+}
+
+std::size_t Completions::absorb(const Error& e)
+{
+    if (!ours(e.context())) {
+        --in_flight_; // the caller's operation: it is done, and it is the caller's error
+        throw;
+    }
+    const auto* tag = static_cast<const detail::Tag*>(e.context());
+    if (tag->owner == nullptr)
+        return 0; // an entry of a closed endpoint (cancelled at close): nobody's
+    if (tag->owner->peer_) {
+        broken_.emplace_back(tag->owner->peer_, e.what());
+        return 0;
+    }
+    throw;
 }
 
 std::size_t Completions::poll_slow(std::span<Completion> out)

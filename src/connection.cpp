@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Two-party set-up over the side channel. The server chooses the provider and
-// offers {kind, provider, fabric address, token}; the client selects the same
-// provider for that address, connects (MSG, presenting the token as connection
-// data) or sends its own address (RDM), and both confirm with `ready`.
+// offers {token, its Node's address}; the client opens a Node on the same
+// provider for that address, adds the server's Node as a peer and connects to
+// it (MSG, presenting the token), sends its own Node's address in `ready`, and
+// the server confirms with `ready` once it has the client as a peer.
 #include "weft/connection.hpp"
 
 #include <array>
@@ -17,11 +18,38 @@
 #include "offer.hpp"
 
 namespace weft {
-Connection::Connection(std::shared_ptr<const Selection> selection, std::shared_ptr<Domain> domain,
-                       std::shared_ptr<Endpoint> endpoint, Peer peer, SideChannel side)
-    : selection_(std::move(selection)), domain_(std::move(domain)),
-      endpoint_(std::move(endpoint)), peer_(peer), side_(std::move(side))
+Connection::Connection(std::shared_ptr<Node> node, PeerId peer, SideChannel side)
+    : node_(std::move(node)), peer_id_(peer), side_(std::move(side))
 {
+}
+
+Connection::~Connection() { end(); }
+
+Connection& Connection::operator=(Connection&& other) noexcept
+{
+    if (this != &other) {
+        end();
+        node_ = std::move(other.node_);
+        peer_id_ = other.peer_id_;
+        side_ = std::move(other.side_);
+        peer_report_ = std::move(other.peer_report_);
+        host_port_ = std::move(other.host_port_);
+        flush_mr_ = std::move(other.flush_mr_);
+        peer_flush_ = other.peer_flush_;
+        options_ = std::move(other.options_);
+        reconnects_ = other.reconnects_;
+    }
+    return *this;
+}
+
+void Connection::end() noexcept
+{
+    if (!node_)
+        return;
+    // The region first: it may be bound to the peer's endpoint (FI_MR_ENDPOINT).
+    flush_mr_.reset();
+    node_->retire_peer(peer_id_);
+    node_.reset();
 }
 
 void Connection::explain(const Error& e) const
@@ -56,18 +84,6 @@ void Connection::moved_from(const char* call)
                      "this Connection was moved from: use the Connection it was moved to");
 }
 
-std::shared_ptr<MemoryRegion> Connection::register_memory(std::span<std::byte> memory,
-                                                          Access access) const
-{
-    const Endpoint& ep = live("Connection::register_memory");
-    return MemoryRegion::register_memory(domain_, memory, access, &ep);
-}
-
-std::shared_ptr<MemoryRegion> Connection::allocate(std::size_t size, Access access) const
-{
-    const Endpoint& ep = live("Connection::allocate");
-    return MemoryRegion::allocate(domain_, size, access, &ep);
-}
 
 RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
 {
@@ -78,13 +94,13 @@ RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
 
 void Connection::reconnect(Deadline deadline)
 {
-    (void)live("Connection::reconnect");
+    const std::string provider(live("Connection::reconnect").provider());
     if (!options_)
-        throw UsageError("reconnect", -FI_EINVAL, std::string(selection_->provider()),
+        throw UsageError("reconnect", -FI_EINVAL, provider,
                          "only the client side of a connection reconnects; a server accepts the "
                          "client's new connection instead (Server::accept)");
     if (!options_->retry.reconnect)
-        throw UsageError("reconnect", -FI_EINVAL, std::string(selection_->provider()),
+        throw UsageError("reconnect", -FI_EINVAL, provider,
                          fmt::format("this connection to {} did not opt in to reconnecting: set "
                                      "Options::retry.reconnect = true (and a backoff) to allow it",
                                      host_port_));
@@ -96,18 +112,21 @@ void Connection::reconnect(Deadline deadline)
 
 void Connection::barrier(Deadline deadline)
 {
-    Endpoint& ep = live("Connection::barrier");
+    Node& node = live("Connection::barrier");
     if (!flush_mr_) {
         flush_mr_ = allocate(1, Access::remote_read);
         peer_flush_ = exchange(flush_mr_->remote(), deadline);
     }
-    ep.flush(peer_flush_, peer_, deadline);
+    {
+        const Node::Use use(node, "Connection::barrier");
+        node.endpoint(peer_id_).flush(peer_flush_, node.fabric_peer(peer_id_), deadline);
+    }
     side_.send(Frame::barrier, {}, deadline);
     // The peer's own flush reads from this side: keep progressing until its
     // barrier frame arrives (a provider that needs target progress would
     // otherwise stall it when this side runs no progress thread).
     while (!side_.readable(std::chrono::milliseconds(1))) {
-        ep.progress();
+        node.progress();
         if (deadline.expired())
             break; // receive() below reports the timeout
     }
@@ -142,40 +161,67 @@ void note_server_choice(const Options& options, std::string_view chosen, Endpoin
 Connection Connection::connect(std::string_view host_port, const Options& options,
                                Deadline deadline)
 {
+    return connect(host_port, options, deadline, nullptr);
+}
+
+Connection Connection::connect(std::string_view host_port, const Options& options,
+                               Deadline deadline, std::shared_ptr<Node> via)
+{
     const auto [host, port] = split_host_port(host_port);
     SideChannel side =
         SideChannel::connect(host, port, deadline, resolve_secret(options.secret), options.retry);
     try {
         const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
+        const NodeAddress& server = offer.node;
+        const EndpointKind kind = server.kind();
         if (!options.provider.empty() &&
-            providers::parse_request(options.provider, &offer.kind).path != offer.provider)
-            throw UsageError("connect", -FI_EINVAL, offer.provider,
+            providers::parse_request(options.provider, &kind).path != server.provider())
+            throw UsageError("connect", -FI_EINVAL, server.provider(),
                              fmt::format("the server chose {} but this side asked for {}: choose "
                                          "the provider on the server",
-                                         offer.provider, options.provider));
-        note_server_choice(options, offer.provider, offer.kind);
-        Options opts = options;
-        opts.kind = offer.kind;
-        if (opts.node.empty())
-            opts.node = side.local_address(); // the interface that reaches the server
-        auto selection = std::make_shared<const Selection>(
-            select_for_peer(opts, offer.provider, offer.kind, offer.addr_format,
-                            offer.address.data(), offer.address.size()));
-        auto fabric = Fabric::open(selection->info());
-        auto domain = Domain::open(fabric, selection->info());
-        std::shared_ptr<Endpoint> ep;
-        Peer peer;
-        if (offer.kind == EndpointKind::msg) {
-            ep = Endpoint::connect(domain, selection->info(), opts, offer.token, deadline);
-            side.send(Frame::ready, {}, deadline);
-        } else {
-            ep = Endpoint::open_rdm(domain, opts);
-            peer = ep->insert_peer(offer.address);
-            side.send(Frame::ready, ep->name(), deadline);
+                                         server.provider(), options.provider));
+        std::shared_ptr<Node> node = std::move(via);
+        if (node && (node->provider() != server.provider() || node->kind() != server.kind()))
+            throw UsageError("connect", -FI_EINVAL, server.provider(),
+                             fmt::format("the server at {} chose {} ({}), but the Node given to "
+                                         "reach it runs {} ({}): a Node reaches servers of its own "
+                                         "provider and endpoint kind; connect without a Node, or "
+                                         "have the servers choose {}",
+                                         host_port, server.provider(), to_string(server.kind()),
+                                         node->provider(), to_string(node->kind()),
+                                         node->provider()));
+        if (!node) {
+            note_server_choice(options, server.provider(), server.kind());
+            Options opts = options;
+            opts.kind = server.kind();
+            if (opts.node.empty())
+                opts.node = side.local_address(); // the interface that reaches the server
+            node = Node::open(std::make_shared<const Selection>(select_for_peer(
+                opts, server.provider(), server.kind(), server.addr_format(),
+                server.fabric_address().data(), server.fabric_address().size())));
         }
+        const PeerId peer = node->add_peer(server, offer.token);
+        // A Node shared with other connections keeps them if this one fails.
+        struct Undo {
+            Node& node;
+            PeerId peer;
+            bool armed = true;
+            ~Undo()
+            {
+                if (armed)
+                    node.retire_peer(peer);
+            }
+        } undo{*node, peer};
+        node->connect(peer, deadline); // MSG: admitted with the token; RDM: nothing to do
+        side.send(Frame::ready, node->address().encode(), deadline);
+        // The server adds this side as a peer before it answers; the wait
+        // drives this Node, so the server's hello (MSG) is taken meanwhile.
+        while (!side.readable(std::chrono::milliseconds(1)) && !deadline.expired())
+            node->progress();
         (void)side.receive(Frame::ready, deadline);
-        Connection c(std::move(selection), std::move(domain), std::move(ep), peer,
-                     std::move(side));
+        node->watch(peer, side.fd()); // a server that exits is lost at once
+        undo.armed = false;
+        Connection c(std::move(node), peer, std::move(side));
         c.peer_report_ = offer.report;
         c.host_port_ = std::string(host_port);
         c.options_ = options;

@@ -60,7 +60,11 @@ Node::~Node()
 
 std::shared_ptr<Node> Node::open(const Options& options)
 {
-    auto selection = std::make_shared<const Selection>(select(options));
+    return open(std::make_shared<const Selection>(select(options)));
+}
+
+std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
+{
     auto node = std::make_shared<Node>(Private{}, selection, random_instance());
     const Info& info = selection->info();
     node->fabric_ = Fabric::open(info);
@@ -76,7 +80,6 @@ std::shared_ptr<Node> Node::open(const Options& options)
         node->listener_ = Listener::open(node->fabric_, info, node->eq_);
         name = node->listener_->name();
         node->q_->notify_carries_peer();
-        node->q_->on_idle([](void* n) { static_cast<Node*>(n)->events(); }, node.get());
     } else {
         // Where the provider misnames notifications' sources and the CQ data
         // has no bits to spare (ofi_rxm over verbs: 4 B), a notification is a
@@ -102,6 +105,7 @@ std::shared_ptr<Node> Node::open(const Options& options)
                                    quirks.message_source_unreliable);
         }
     }
+    node->q_->on_idle([](void* n) { static_cast<Node*>(n)->idle(); }, node.get());
     node->address_.emplace(selection->kind(), std::string(selection->provider()),
                            info->addr_format, node->instance_, std::move(name));
     if (sleeping) {
@@ -145,6 +149,23 @@ PeerId Node::new_peer()
 
 PeerId Node::add_peer(const NodeAddress& address)
 {
+    return add_peer(address, {});
+}
+
+void Node::admit(Gate gate)
+{
+    const Use use(*this, "Node::admit");
+    gate_ = std::move(gate);
+}
+
+PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> credential)
+{
+    const Use use(*this, "Node::add_peer");
+    if (credential.size() > 32)
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         fmt::format("a credential of {} B does not fit a connection request: "
+                                     "at most 32 B",
+                                     credential.size()));
     if (address.provider() != provider() || address.kind() != kind())
         throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
                          fmt::format("the peer's Node runs {} ({}), this one {} ({}): both must "
@@ -163,6 +184,7 @@ PeerId Node::add_peer(const NodeAddress& address)
     const PeerId id = new_peer();
     PeerEntry& e = peers_[id.index];
     e.address = address;
+    e.credential.assign(credential.begin(), credential.end());
     e.instance = address.instance();
     by_instance_[e.instance] = id.index;
     if (!rdm_)
@@ -187,10 +209,18 @@ Node::PeerEntry& Node::entry(PeerId peer, const char* call)
 
 void Node::remove_peer(PeerId peer)
 {
-    PeerEntry& e = entry(peer, "Node::remove_peer");
+    const Use use(*this, "Node::remove_peer");
+    (void)entry(peer, "Node::remove_peer");
+    remove_now(peer);
+}
+
+void Node::remove_now(PeerId peer)
+{
+    unwatch(peer);
+    PeerEntry& e = peers_[peer.index];
     routes_[peer.index] = {};
     if (e.ep && e.ep != rdm_) {
-        by_fid_.erase(&e.ep->get()->fid);
+        by_fid_.erase(e.fid);
         e.ep->close();
     }
     e.ep.reset();
@@ -215,40 +245,6 @@ const NodeAddress* Node::address_of(PeerId peer) const
 {
     return peer.index < peers_.size() && peers_[peer.index].address ? &*peers_[peer.index].address
                                                                     : nullptr;
-}
-
-std::vector<PeerId> Node::lost() const
-{
-    std::vector<PeerId> out;
-    for (std::uint32_t i = 0; i < peers_.size(); ++i)
-        if (peers_[i].state == PeerEntry::State::lost)
-            out.push_back(PeerId{i});
-    return out;
-}
-
-bool Node::is_lost(PeerId peer) const
-{
-    return peer.index < peers_.size() && peers_[peer.index].state == PeerEntry::State::lost;
-}
-
-void Node::mark_lost(PeerId peer, std::string why)
-{
-    (void)entry(peer, "Node::mark_lost");
-    lose(peer, std::move(why));
-}
-
-void Node::lose(PeerId peer, std::string why)
-{
-    PeerEntry& e = peers_[peer.index];
-    if (e.state == PeerEntry::State::removed || e.state == PeerEntry::State::lost)
-        return;
-    routes_[peer.index] = {};
-    e.state = PeerEntry::State::lost;
-    e.why = std::move(why);
-    if (e.ep && e.ep != rdm_) {
-        by_fid_.erase(&e.ep->get()->fid);
-        e.ep->close();
-    }
 }
 
 void Node::ready(PeerId peer)
@@ -276,19 +272,29 @@ Node::Route& Node::route_slow(PeerId peer, const char* call)
     }
 }
 
-Endpoint& Node::endpoint(PeerId peer) { return *route(peer, "Node::endpoint").ep; }
+Endpoint& Node::endpoint(PeerId peer)
+{
+    const Use use(*this, "Node::endpoint");
+    return *route(peer, "Node::endpoint").ep;
+}
 
-Peer Node::fabric_peer(PeerId peer) { return Peer{route(peer, "Node::fabric_peer").addr}; }
+Peer Node::fabric_peer(PeerId peer)
+{
+    const Use use(*this, "Node::fabric_peer");
+    return Peer{route(peer, "Node::fabric_peer").addr};
+}
 
 // ---- memory ----
 
 std::shared_ptr<MemoryRegion> Node::allocate(std::size_t size, Access access, Placement placement)
 {
+    const Use use(*this, "Node::allocate");
     return MemoryRegion::allocate(domain_, size, access, rdm_.get(), placement);
 }
 
 std::shared_ptr<MemoryRegion> Node::register_memory(std::span<std::byte> memory, Access access)
 {
+    const Use use(*this, "Node::register_memory");
     return MemoryRegion::register_memory(domain_, memory, access, rdm_.get());
 }
 
@@ -296,8 +302,8 @@ std::shared_ptr<MemoryRegion> Node::register_memory(std::span<std::byte> memory,
 
 std::size_t Node::poll(std::span<Completion> out)
 {
-    if (eq_)
-        events();
+    const Use use(*this, "Node::poll");
+    tend();
     return q_->poll(out);
 }
 
@@ -309,12 +315,26 @@ std::optional<Completion> Node::poll_one()
     return std::nullopt;
 }
 
-Completion Node::wait(void* context, Deadline deadline) { return q_->wait(context, deadline); }
+Completion Node::wait(void* context, Deadline deadline)
+{
+    const Use use(*this, "Node::wait");
+    return q_->wait(context, deadline);
+}
 
-Completion Node::wait_for(Op op, Deadline deadline) { return q_->wait_for(op, deadline); }
+Completion Node::wait_for(Op op, Deadline deadline)
+{
+    const Use use(*this, "Node::wait_for");
+    return q_->wait_for(op, deadline);
+}
 
 Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 {
+    const Use use(*this, "Node::wait_for");
+    (void)entry(peer, "Node::wait_for");
+    struct Waited {
+        PeerId& slot;
+        ~Waited() { slot = PeerId{}; }
+    } const waited{waiting_ = peer};
     return q_->wait_for(op, peer, deadline);
 }
 
@@ -338,8 +358,17 @@ void Node::sleep(Deadline deadline)
 
 void Node::progress()
 {
-    if (eq_)
-        events();
+    const Use use(*this, "Node::progress");
+    tend();
+    check_watched();
+    // Where a killed peer can leave the provider spinning on a lock it held
+    // (Quirks::dead_peer_blocks_endpoint: shm, sockets), a Node none of whose
+    // peers is alive has nothing to progress, and does not risk it.
+    if (domain_->quirks().dead_peer_blocks_endpoint &&
+        std::none_of(peers_.begin(), peers_.end(), [](const PeerEntry& e) {
+            return e.state != PeerEntry::State::lost && e.state != PeerEntry::State::removed;
+        }) && !peers_.empty())
+        return;
     // A connection's hellos arrive as completions: while one is pending, take
     // them (whatever else arrives is kept for the next poll or wait).
     if (pending_.empty())

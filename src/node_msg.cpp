@@ -17,25 +17,32 @@
 
 #include "weft/error.hpp"
 #include "weft/node.hpp"
+#include "retry.hpp"
 #include "wire.hpp"
 
 namespace weft {
 namespace {
 
-std::vector<std::byte> request_data(std::uint64_t instance)
+// A Node's connection request: "WFNC", version 1, the initiator's instance,
+// then the credential add_peer was given (0..32 B): at most 45 B, within
+// InfiniBand's 56 B of private data.
+constexpr std::size_t request_head = 13;
+
+std::vector<std::byte> request_data(std::uint64_t instance, std::span<const std::byte> credential)
 {
     wire::Writer w;
     for (const char c : {'W', 'F', 'N', 'C'})
         w.u8(static_cast<std::uint8_t>(c));
     w.u8(1);
     w.u64(instance);
-    return w.data();
+    auto out = w.data();
+    out.insert(out.end(), credential.begin(), credential.end());
+    return out;
 }
 
 std::optional<std::uint64_t> request_instance(std::span<const std::byte> data)
 {
-    constexpr std::size_t size = 13; // "WFNC", version 1, instance: fits IB's 56 B
-    if (data.size() < size || std::memcmp(data.data(), "WFNC", 4) != 0 ||
+    if (data.size() < request_head || std::memcmp(data.data(), "WFNC", 4) != 0 ||
         std::to_integer<std::uint8_t>(data[4]) != 1)
         return std::nullopt;
     wire::Reader r(data.subspan(5, 8), "connection request");
@@ -60,6 +67,7 @@ Info aimed_at(const Info& mine, const NodeAddress& peer)
 
 void Node::connect(PeerId peer, Deadline deadline)
 {
+    const Use use(*this, "Node::connect");
     PeerEntry& e = entry(peer, "Node::connect");
     if (rdm_ || e.state == PeerEntry::State::ready)
         return;
@@ -98,10 +106,17 @@ void Node::connect_msg(PeerId peer)
                                      "Node knows, and its connection is gone: add_peer() its "
                                      "address to reach it",
                                      peer.index));
-    e.ep = Endpoint::open_msg(domain_, aimed_at(selection_->info(), *e.address),
-                              selection_->options(), eq_, completions_, peer);
-    by_fid_[&e.ep->get()->fid] = peer.index;
-    e.ep->begin_connect(request_data(instance_));
+    // On iWARP the port rdma_cm picked for this end may be one a TCP socket
+    // holds: fi_connect fails at once, or the clash comes back as an event
+    // (events() then connects again).
+    const Info info = aimed_at(selection_->info(), *e.address);
+    e.ep = detail::retry_on_port_clash(info.get(), [&] {
+        auto ep = Endpoint::open_msg(domain_, info, selection_->options(), eq_, completions_, peer);
+        ep->begin_connect(request_data(instance_, e.credential));
+        return ep;
+    });
+    e.fid = &e.ep->get()->fid;
+    by_fid_[e.fid] = peer.index;
     e.state = PeerEntry::State::connecting;
     pending_.push_back(peer.index);
 }
@@ -126,7 +141,18 @@ void Node::on_request(EventQueue::Event ev)
                 listener_->reject(ev);
                 return;
             }
-            by_fid_.erase(&e.ep->get()->fid); // theirs is: drop our attempt
+            by_fid_.erase(e.fid); // theirs is: drop our attempt
+            e.ep->close();
+            e.ep.reset();
+            break;
+        case PeerEntry::State::accepting:
+            if (e.established) {
+                listener_->reject(ev); // one connection per peer
+                return;
+            }
+            // It gave up on the request we are accepting (a port clash on its
+            // side) and asks again: this one replaces it.
+            by_fid_.erase(e.fid);
             e.ep->close();
             e.ep.reset();
             break;
@@ -135,6 +161,13 @@ void Node::on_request(EventQueue::Event ev)
             return;
         }
     } else {
+        const auto credential = ev.data.size() > request_head
+                                    ? std::span<const std::byte>(ev.data).subspan(request_head)
+                                    : std::span<const std::byte>();
+        if (gate_ && !gate_(*instance, credential)) {
+            listener_->reject(ev); // not a peer this Node admits
+            return;
+        }
         peer = new_peer();
         peers_[peer.index].instance = *instance;
         by_instance_[*instance] = peer.index;
@@ -143,7 +176,8 @@ void Node::on_request(EventQueue::Event ev)
     try {
         e.ep = Endpoint::open_msg(domain_, std::move(*ev.info), selection_->options(), eq_,
                                   completions_, peer);
-        by_fid_[&e.ep->get()->fid] = peer.index;
+        e.fid = &e.ep->get()->fid;
+        by_fid_[e.fid] = peer.index;
         e.ep->begin_accept();
         e.state = PeerEntry::State::accepting;
         pending_.push_back(peer.index);
@@ -152,9 +186,50 @@ void Node::on_request(EventQueue::Event ev)
     }
 }
 
+void Node::reconnect_after_clash(PeerId peer, const std::string& why)
+{
+    PeerEntry& e = peers_[peer.index];
+    if (++e.clashes > 16) {
+        lose(peer, fmt::format("its connection clashed with a port in use 16 times: {}", why));
+        return;
+    }
+    by_fid_.erase(e.fid);
+    e.ep->close();
+    e.ep.reset();
+    try {
+        connect_msg(peer);
+    } catch (const std::exception& x) {
+        lose(peer, fmt::format("connecting again after a port clash failed: {}", x.what()));
+    }
+}
+
+void Node::retry_port_clash(const std::string& why)
+{
+    // Which connection clashed is not known: every one not yet established
+    // that this Node initiated starts again (the others' requests arrive again).
+    const auto waiting = pending_;
+    for (const std::uint32_t i : waiting)
+        if (peers_[i].state == PeerEntry::State::connecting && !peers_[i].established && peers_[i].ep)
+            reconnect_after_clash(PeerId{i}, why);
+}
+
 void Node::events()
 {
-    while (auto ev = eq_->read_any()) {
+    if (q_->any_broken()) [[unlikely]]
+        reap_broken();
+    for (;;) {
+        std::optional<EventQueue::Event> ev;
+        try {
+            ev = eq_->read_any();
+        } catch (const Error& e) {
+            // iWARP: a port clash can fail the read itself, naming no endpoint.
+            if (e.code() != -FI_EADDRINUSE)
+                throw;
+            retry_port_clash(e.what());
+            continue;
+        }
+        if (!ev)
+            break;
         if (!ev->error && ev->type == FI_CONNREQ) {
             on_request(std::move(*ev));
             continue;
@@ -173,14 +248,23 @@ void Node::events()
                 e.ep.reset();
                 continue;
             }
+            // An iWARP port clash (retry.hpp): connect again from another port.
+            if (ev->error == -FI_EADDRINUSE && e.state == PeerEntry::State::connecting &&
+                !e.established) {
+                reconnect_after_clash(peer, ev->error_text);
+                continue;
+            }
             lose(peer, fmt::format("its connection failed: {} ({})", ev->error_text,
                                    fi_strerror(-ev->error)));
             continue;
         }
-        if (ev->type == FI_CONNECTED)
+        if (ev->type == FI_CONNECTED) {
+            e.established = true;
             e.ep->connected();
+        }
         else if (ev->type == FI_SHUTDOWN)
-            lose(peer, "it closed the connection (it exited, was killed, or removed this Node)");
+            lose(peer, "it is gone: it closed the connection (it exited, was killed, or "
+                       "removed this Node)");
     }
     // Connections whose hellos are through are ready.
     std::erase_if(pending_, [&](std::uint32_t i) {

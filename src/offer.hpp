@@ -1,38 +1,34 @@
 // SPDX-License-Identifier: MIT
-// The server's offer on the side channel: {kind, address format, provider,
-// fabric, token, fabric address, report}. Input from the network: decode()
-// validates every length (wire::Reader) and throws weft::Error on garbage.
+// The server's offer on the side channel (bootstrap v3): {token, the server
+// Node's address, the server's report}. The client connects to that Node (MSG:
+// presenting the token in its connection request, which the server's Node
+// admits; RDM: nothing on the wire) and answers `ready` with its own Node's
+// address. Input from the network: decode() validates every length
+// (wire::Reader, NodeAddress::decode) and throws weft::Error on garbage.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "weft/info.hpp"
+#include "weft/node_address.hpp"
 #include "wire.hpp"
 
 namespace weft {
 
 struct Offer {
-    EndpointKind kind;
-    std::uint32_t addr_format;
-    std::string provider;
-    std::string fabric;
-    std::vector<std::byte> token;
-    std::vector<std::byte> address;
-    std::string report;
+    std::vector<std::byte> token; ///< MSG: admits this client's connection request
+    NodeAddress node;
+    std::string report;           ///< the server's Selection::report()
 };
 
 inline std::vector<std::byte> encode(const Offer& o)
 {
     wire::Writer w;
-    w.u8(o.kind == EndpointKind::msg ? 0 : 1);
-    w.u32(o.addr_format);
-    w.str(o.provider);
-    w.str(o.fabric);
     w.bytes(o.token);
-    w.bytes(o.address);
+    w.bytes(o.node.encode());
     w.str(o.report);
     return w.data();
 }
@@ -40,19 +36,13 @@ inline std::vector<std::byte> encode(const Offer& o)
 inline Offer decode_offer(std::span<const std::byte> b)
 {
     wire::Reader r(b, "offer");
-    Offer o;
-    const std::uint8_t kind = r.u8();
-    if (kind > 1)
+    auto token = r.bytes();
+    if (token.size() > 32)
         throw Error("bootstrap", -EPROTO, "",
-                    "the peer's offer names an unknown endpoint kind: the peer is not a weft "
+                    "the peer's offer carries a token longer than 32 B: the peer is not a weft "
                     "program of this version, or the data is corrupt");
-    o.kind = kind == 0 ? EndpointKind::msg : EndpointKind::rdm;
-    o.addr_format = r.u32();
-    o.provider = r.str();
-    o.fabric = r.str();
-    o.token = r.bytes();
-    o.address = r.bytes();
-    o.report = r.str();
+    const auto node = r.bytes();
+    Offer o{std::move(token), NodeAddress::decode(node), r.str()};
     r.finish();
     return o;
 }

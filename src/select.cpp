@@ -52,7 +52,7 @@ std::string rejections_text(const std::vector<Rejection>& r)
 
 } // namespace
 
-bool wants_progress_thread(const Options& o, const Quirks& quirks) noexcept
+bool wants_progress_thread(const ProgressOptions& o, const Quirks& quirks) noexcept
 {
     switch (o.progress) {
     case Progress::polling: return false;

@@ -180,9 +180,9 @@ TEST_CASE("faults: unreachable peer, absent provider, impossible policy", "[bad-
     }
     SECTION("attributes that exclude a provider are named")
     {
-        CHECK_THAT(explain_enodata(Options{.domain = "no-such-nic"}, "tcp", EndpointKind::msg),
+        CHECK_THAT(explain_enodata(Options{{.domain = "no-such-nic"}}, "tcp", EndpointKind::msg),
                    Catch::Contains("no domain named 'no-such-nic'") && Catch::Contains("lo"));
-        CHECK_THAT(explain_enodata(Options{.node = "203.0.113.77"}, "tcp", EndpointKind::msg),
+        CHECK_THAT(explain_enodata(Options{{.node = "203.0.113.77"}}, "tcp", EndpointKind::msg),
                    Catch::Contains("cannot bind to address '203.0.113.77'"));
         CHECK_THAT(explain_enodata({}, "shm", EndpointKind::msg),
                    Catch::Contains("shm has no MSG endpoints"));

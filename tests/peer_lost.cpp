@@ -3,6 +3,8 @@
 // peer that refuses an access and stays; both on every provider cell.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -93,4 +95,83 @@ TEST_CASE("peer lost: a refused access leaves the peer there, and says so", "[fa
     INFO(e->what());
     CHECK_FALSE(e->peer_lost());
     CHECK_THAT(e->what(), Catch::Contains("RemoteRegion"));
+}
+
+TEST_CASE("peer lost: of three clients streaming into one server, the one killed is lost within "
+          "seconds and the others stream on",
+          "[faults][peer-lost][process]")
+{
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    Options base;
+    base.slot_size = (4u << 20) + 64; // as weft-test-peer has it
+    base.rx_slots = 4;
+    const Options o = test::options_for(c, base);
+    std::vector<std::shared_ptr<MemoryRegion>> inbox; // outlive the connections
+    Server server(o, test::test_address(), 0);
+    const std::string where = fmt::format("{}:{}", test::test_address(), server.port());
+    std::vector<std::optional<test::PeerProcess>> clients(3);
+    std::vector<Connection> ends;
+    for (auto& client : clients) {
+        test::PeerLauncher spawn(client, WEFT_TEST_PEER_PATH,
+                                 {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
+                                  test::test_address(), "--stream", where});
+        Connection conn = server.accept(soon(60s));
+        auto target = inbox.emplace_back(conn.allocate(1u << 20, Access::remote_write));
+        (void)conn.exchange(target->remote(), soon());
+        spawn.join();
+        REQUIRE(client->first_line().rfind("STREAMING", 0) == 0);
+        ends.push_back(std::move(conn));
+    }
+    // The Nodes the ends are peers of (one, or one each where the provider
+    // has a Server give every connection its own).
+    auto progress_all = [&] {
+        const Node* last = nullptr;
+        for (auto& e : ends)
+            if (&e.node() != last) {
+                last = &e.node();
+                e.node().progress();
+            }
+    };
+    // New data lands in end j's region while the others' Nodes progress too.
+    auto streams = [&](std::size_t j) {
+        std::memset(inbox[j]->data(), 0, inbox[j]->size());
+        const auto until = Deadline::after(20s);
+        while (std::all_of(inbox[j]->data(), inbox[j]->data() + inbox[j]->size(),
+                           [](std::byte b) { return b == std::byte{0}; })) {
+            if (until.expired())
+                return false;
+            progress_all();
+        }
+        return true;
+    };
+    for (std::size_t j = 0; j < ends.size(); ++j)
+        REQUIRE(streams(j));
+    clients[1]->kill_now();
+    const auto killed = Clock::now();
+    const PeerId gone = ends[1].peer_id();
+    while (!ends[1].node().is_lost(gone)) {
+        REQUIRE(Clock::now() - killed < 5s);
+        progress_all();
+    }
+    const auto lost = ends[1].node().lost();
+    CHECK(std::find(lost.begin(), lost.end(), gone) != lost.end());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - killed).count();
+    WARN(c.label() << ": lost " << ms << " ms after the kill");
+    for (const std::size_t j : {0u, 2u}) {
+        INFO("end " << j);
+        CHECK(streams(j));
+        CHECK_FALSE(ends[j].node().is_lost(ends[j].peer_id()));
+    }
+    // Posting to the lost client is refused before any traffic, as peer_lost.
+    auto src = ends[1].allocate(64, Access::local);
+    int ctx = 0;
+    try {
+        ends[1].write(src->slice(0, 64), inbox[1]->remote(), 0, &ctx);
+        FAIL("a write to a lost peer was posted");
+    } catch (const Error& e) {
+        CHECK(e.peer_lost());
+        CHECK_THAT(e.what(), Catch::Contains("is gone"));
+    }
 }

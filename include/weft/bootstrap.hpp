@@ -28,10 +28,11 @@
 #include <vector>
 
 #include "weft/deadline.hpp"
+#include "weft/options.hpp"
 
 namespace weft {
 
-inline constexpr std::uint16_t bootstrap_version = 2;
+inline constexpr std::uint16_t bootstrap_version = 3;
 
 enum class Frame : std::uint16_t {
     hello = 1,   ///< protocol and library version
@@ -48,17 +49,6 @@ enum class Frame : std::uint16_t {
 /// Which end of the side channel this is: the shared-secret exchange is not
 /// symmetric (the acceptor verifies first, so it reveals nothing to a stranger).
 enum class Role : std::uint8_t { connector, acceptor };
-
-/// How connecting retries a server that refuses or cannot be reached (it may
-/// start late, or be restarting): exponential backoff from `initial` to `max`.
-struct RetryPolicy {
-    /// Connection attempts before giving up; 0 = keep trying until the deadline.
-    int attempts = 0;
-    std::chrono::milliseconds initial{10};
-    std::chrono::milliseconds max{500};
-    /// The client may call Connection::reconnect() after the server went away.
-    bool reconnect = false;
-};
 
 /// The smallest shared secret weft accepts, in bytes.
 inline constexpr std::size_t min_secret_size = 16;

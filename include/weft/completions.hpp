@@ -20,7 +20,9 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <rdma/fi_eq.h>
@@ -172,6 +174,9 @@ private:
         tagged_messages_ = messages;
     }
     void tag_is(std::uint32_t tag, PeerId peer) { peer_of_tag_[tag] = peer; }
+    /// Peers whose weft-internal operations failed since the last call, with why.
+    std::vector<std::pair<PeerId, std::string>> take_broken() { return std::exchange(broken_, {}); }
+    bool any_broken() const noexcept { return !broken_.empty(); }
     PeerId tagged_peer(std::uint64_t data) const
     {
         const auto it = peer_of_tag_.find(static_cast<std::uint32_t>(data >> 32));
@@ -208,15 +213,13 @@ private:
     void release_all() noexcept;
     std::vector<std::shared_ptr<void>> held() const;
 
-    /// cq_->read, counting a failed operation of the caller's as completed.
+    /// cq_->read; a failed entry goes through absorb().
     std::size_t read_cq(fi_cq_data_entry* entries, std::size_t n)
     {
         try {
             return cq_->read(entries, n);
         } catch (const Error& e) {
-            if (!ours(e.context()))
-                --in_flight_;
-            throw;
+            return absorb(e);
         }
     }
 
@@ -225,11 +228,15 @@ private:
         try {
             return cq_->read_from(entries, from, n);
         } catch (const Error& e) {
-            if (!ours(e.context()))
-                --in_flight_;
-            throw;
+            return absorb(e);
         }
     }
+    /// Inside a handler of `e`, a failed entry: the caller's operation is
+    /// counted as completed and rethrown; weft's own operation of a closed
+    /// endpoint is dropped, and one of a Node peer's endpoint (its receive
+    /// slots cancelled, its hello or credits refused) marks the peer broken
+    /// (take_broken) instead of failing whoever polls.
+    std::size_t absorb(const Error& e);
 
     static constexpr std::size_t poll_batch = 16;
     /// Waits read the clock once per this many + 1 empty polls: a clock read is
@@ -267,6 +274,7 @@ private:
     [[noreturn]] void wait_timeout(const char* what, bool late) const;
 
     std::shared_ptr<CompletionQueue> cq_;
+    std::vector<std::pair<PeerId, std::string>> broken_;
     Quirks quirks_;
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized
     std::array<Completion, 16> waiting_{}; // wait()'s batch: not re-initialised on every spin

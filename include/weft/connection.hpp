@@ -25,37 +25,69 @@
 #include "weft/fabric.hpp"
 #include "weft/listener.hpp"
 #include "weft/memory_region.hpp"
+#include "weft/node.hpp"
 #include "weft/remote_region.hpp"
 #include "weft/select.hpp"
 
 namespace weft {
 
-/// A connected peer: the endpoint, the peer's address on it, and the side channel.
+/// A connected peer: a peer of a Node, and the side channel to it.
+///
+/// A client's Connection has a Node of its own unless it is given one (several
+/// servers through one Node); a Server's Connections share
+/// the Server's Node (one domain, one completion queue, one RDM endpoint or
+/// MSG listener for every client), so a completion is the peer's own: wait_for
+/// hands out this peer's notifications and messages, and keeps the others'
+/// for their Connections. Destroying a Connection ends that peer only.
+///
+/// Threading: the Connections of one Server share its Node, which is used by
+/// one thread at a time (Node): drive them, and accept(), from one thread, or
+/// give each thread a Server of its own; a call that overlaps another
+/// thread's is refused with UsageError, never a crash.
 class Connection {
 public:
     static Connection connect(std::string_view host_port, const Options& options,
                               Deadline deadline);
+    /// The same through a Node this process has already: one domain and one
+    /// registration of its buffers for several servers. The servers must
+    /// choose the Node's provider and endpoint kind (UsageError otherwise).
+    static Connection connect(std::string_view host_port, const Options& options,
+                              Deadline deadline, std::shared_ptr<Node> via);
 
-    /// The endpoint; a moved-from Connection throws UsageError here and in
-    /// every call below that needs it.
-    Endpoint& endpoint() const { return live("Connection::endpoint"); }
-    const std::shared_ptr<Endpoint>& endpoint_ptr() const noexcept { return endpoint_; }
-    Peer peer() const noexcept { return peer_; }
-    const Selection& selection() const
-    {
-        (void)live("Connection::selection");
-        return *selection_;
-    }
-    const std::shared_ptr<Domain>& domain() const noexcept { return domain_; }
+    Connection(std::shared_ptr<Node> node, PeerId peer, SideChannel side);
+    ~Connection();
+    Connection(Connection&&) noexcept = default;
+    Connection& operator=(Connection&& other) noexcept;
+
+    /// The Node this connection is a peer of (shared by a Server's connections).
+    Node& node() const { return live("Connection::node"); }
+    const std::shared_ptr<Node>& node_ptr() const noexcept { return node_; }
+    /// The peer on node().
+    PeerId peer_id() const noexcept { return peer_id_; }
+    /// The endpoint that carries this peer's traffic, for Endpoint's other
+    /// calls (writev, atomics, write_batch...). On RDM it is the Node's one
+    /// endpoint, shared by a Server's connections: its wait_for() and poll()
+    /// hand out any peer's completions, and close() ends every connection.
+    /// A moved-from Connection throws UsageError here and in every call below.
+    Endpoint& endpoint() const { return live("Connection::endpoint").endpoint(peer_id_); }
+    /// The peer's address on endpoint() (RDM), for Endpoint's calls.
+    Peer peer() const { return live("Connection::peer").fabric_peer(peer_id_); }
+    const Selection& selection() const { return live("Connection::selection").selection(); }
+    const std::shared_ptr<Domain>& domain() const { return live("Connection::domain").domain(); }
     SideChannel& side() noexcept { return side_; }
     /// Client side: the server's Selection::report(), i.e. which provider it
     /// chose and why (empty on the server side).
     const std::string& peer_report() const noexcept { return peer_report_; }
 
-    /// Registration on this connection's domain (bound to its endpoint when the
-    /// provider wants FI_MR_ENDPOINT).
-    std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access) const;
-    std::shared_ptr<MemoryRegion> allocate(std::size_t size, Access access) const;
+    /// Registration on the Node's domain: usable with every peer of the Node.
+    std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access) const
+    {
+        return live("Connection::register_memory").register_memory(memory, access);
+    }
+    std::shared_ptr<MemoryRegion> allocate(std::size_t size, Access access) const
+    {
+        return live("Connection::allocate").allocate(size, access);
+    }
 
     /// Client side, after the server went away (a peer error, a closed side
     /// channel): runs the bootstrap again to the same host:port, retrying with
@@ -75,14 +107,14 @@ public:
     /// while it waits, so a peer's flush never waits for it.
     void barrier(Deadline deadline);
 
-    // Data path with the peer bound (Endpoint's, Peer filled in). A failure
-    // says what it means for the peer: Error::peer_lost() when the peer has
-    // gone (its side channel closed), or, when it is still there, that it
-    // most likely refused the access.
+    // Data path to the peer (Node's). A failure says what it means for the
+    // peer: Error::peer_lost() when the peer has gone (its side channel
+    // closed), or, when it is still there, that it most likely refused the
+    // access.
     void write(Local src, const RemoteRegion& dst, std::uint64_t off, void* ctx) const
     {
         try {
-            live("Connection::write").write(src, dst, off, ctx, peer_);
+            live("Connection::write").write(peer_id_, src, dst, off, ctx);
         } catch (const Error& e) {
             explain(e);
         }
@@ -90,7 +122,7 @@ public:
     void read(Local dst, const RemoteRegion& src, std::uint64_t off, void* ctx) const
     {
         try {
-            live("Connection::read").read(dst, src, off, ctx, peer_);
+            live("Connection::read").read(peer_id_, dst, src, off, ctx);
         } catch (const Error& e) {
             explain(e);
         }
@@ -99,7 +131,7 @@ public:
                       void* ctx) const
     {
         try {
-            live("Connection::write_notify").write_notify(src, dst, off, value, ctx, peer_);
+            live("Connection::write_notify").write_notify(peer_id_, src, dst, off, value, ctx);
         } catch (const Error& e) {
             explain(e);
         }
@@ -107,12 +139,12 @@ public:
     void send(Local src, void* ctx) const
     {
         try {
-            live("Connection::send").send(src, ctx, peer_);
+            live("Connection::send").send(peer_id_, src, ctx);
         } catch (const Error& e) {
             explain(e);
         }
     }
-    /// Endpoint::wait and wait_for, with failures explained as above.
+    /// The completion of the operation posted with `context`.
     Completion wait(void* context, Deadline deadline) const
     {
         try {
@@ -121,33 +153,31 @@ public:
             explain(e);
         }
     }
+    /// The next `op` this peer caused (a notification or a message); other
+    /// peers' are kept for their Connections.
     Completion wait_for(Op op, Deadline deadline) const
     {
         try {
-            return live("Connection::wait_for").wait_for(op, deadline);
+            return live("Connection::wait_for").wait_for(op, peer_id_, deadline);
         } catch (const Error& e) {
             explain(e);
         }
     }
 
-    Connection(std::shared_ptr<const Selection> selection, std::shared_ptr<Domain> domain,
-               std::shared_ptr<Endpoint> endpoint, Peer peer, SideChannel side);
-
 private:
-    Endpoint& live(const char* call) const
+    Node& live(const char* call) const
     {
-        if (!endpoint_) [[unlikely]]
+        if (!node_) [[unlikely]]
             moved_from(call);
-        return *endpoint_;
+        return *node_;
     }
     [[noreturn]] static void moved_from(const char* call);
     /// Rethrows `e`, as a lost peer when the side channel says the peer has gone.
     [[noreturn]] void explain(const Error& e) const;
+    void end() noexcept;
 
-    std::shared_ptr<const Selection> selection_;
-    std::shared_ptr<Domain> domain_;
-    std::shared_ptr<Endpoint> endpoint_;
-    Peer peer_;
+    std::shared_ptr<Node> node_;
+    PeerId peer_id_;
     SideChannel side_;
     std::string peer_report_;
     std::string host_port_; // client side: where reconnect() goes
@@ -159,8 +189,7 @@ private:
 };
 
 /// Accepts Connections: owns the side-channel listener, the selection, and the
-/// fabric objects shared by its connections (the MSG listener, or the one RDM
-/// endpoint all RDM peers share).
+/// Node its connections are peers of.
 ///
 /// Bootstraps run concurrently inside accept(): a client that is slow to start,
 /// silent, or not weft at all costs the others nothing. Each side-channel

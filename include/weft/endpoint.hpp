@@ -35,7 +35,7 @@
 #include "weft/progress.hpp"
 #include "weft/remote_region.hpp"
 #include "weft/ring.hpp"
-#include "weft/select.hpp"
+#include "weft/options.hpp"
 
 namespace weft {
 

@@ -27,12 +27,17 @@
 /// the application says so (mark_lost: its side channel closed); lost() lists
 /// them and posting to one throws Error with peer_lost(). The others go on.
 ///
-/// Threading: one thread at a time (the data path takes no locks). A weft
+/// Threading: one thread at a time. The data path takes no lock: a call made
+/// while another thread is inside the Node is refused with UsageError (it
+/// never reaches the provider), so misuse is reported, never a crash. A weft
 /// progress thread, when running, only drives the queue.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +61,9 @@ public:
     static std::shared_ptr<Node> open(const Options& options = {});
     /// The same provider and endpoint kind as `peer` (joining peers that chose).
     static std::shared_ptr<Node> open_like(const Options& options, const NodeAddress& peer);
+    /// On a selection made elsewhere (Server chooses for its clients, a client
+    /// selects for the server's address).
+    static std::shared_ptr<Node> open(std::shared_ptr<const Selection> selection);
     ~Node();
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
@@ -71,6 +79,14 @@ public:
     /// A peer at `address`: RDM inserts it into the address vector, MSG only
     /// remembers it. Adding the same Node twice gives the same PeerId.
     PeerId add_peer(const NodeAddress& address);
+    /// The same, presenting `credential` (at most 32 B) in the MSG connection
+    /// request, for a peer whose Node admits only what its gate lets in.
+    PeerId add_peer(const NodeAddress& address, std::span<const std::byte> credential);
+    /// MSG: who may connect without having been added. Without a gate, any
+    /// weft Node's request is accepted; with one, a request from a Node not
+    /// added here is accepted only when gate(instance, credential) says so.
+    using Gate = std::function<bool(std::uint64_t instance, std::span<const std::byte> credential)>;
+    void admit(Gate gate);
     /// Ends a peer: its connection closes (MSG) or its entry goes (RDM); later
     /// posts to it are UsageError. Completions already queued still name it.
     void remove_peer(PeerId peer);
@@ -85,6 +101,15 @@ public:
     bool is_lost(PeerId peer) const;
     /// Records that `peer` is gone (e.g. its side channel closed), with why.
     void mark_lost(PeerId peer, std::string why);
+    /// Ties `peer` to a descriptor it holds the other end of (its side
+    /// channel): once that end closes (the peer exited, was killed, or closed
+    /// its connection), the peer is lost. Looked at while the Node waits or
+    /// progresses, at most once a millisecond. `fd` stays open until the peer
+    /// is removed.
+    void watch(PeerId peer, int fd);
+    /// remove_peer from any thread, at any time: done now when the Node is
+    /// free, else by the next call that enters it (a Connection's destructor).
+    void retire_peer(PeerId peer) noexcept;
 
     // ---- memory: registered once, usable with every peer ----
     std::shared_ptr<MemoryRegion> allocate(std::size_t size, Access access,
@@ -95,23 +120,27 @@ public:
     void write(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
                void* context)
     {
+        const Use use(*this, "Node::write");
         auto& r = route(peer, "write");
         r.ep->write(src, dst, offset, context, Peer{r.addr});
     }
     void read(PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
               void* context)
     {
+        const Use use(*this, "Node::read");
         auto& r = route(peer, "read");
         r.ep->read(dst, src, offset, context, Peer{r.addr});
     }
     void write_notify(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
                       std::uint32_t value, void* context)
     {
+        const Use use(*this, "Node::write_notify");
         auto& r = route(peer, "write_notify");
         r.ep->write_notify(src, dst, offset, value, context, Peer{r.addr});
     }
     void send(PeerId peer, Local src, void* context)
     {
+        const Use use(*this, "Node::send");
         auto& r = route(peer, "send");
         r.ep->send(src, context, Peer{r.addr});
     }
@@ -145,6 +174,52 @@ public:
     struct Private;
     Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
 
+    /// Holds the Node for the calling thread for a scope (nested scopes of one
+    /// thread are free); another thread's call meanwhile is refused.
+    class Use {
+    public:
+        Use(Node& node, const char* call)
+            : node_(node)
+        {
+            if (!enter()) [[unlikely]]
+                busy(call);
+        }
+        /// Does not refuse: false (operator bool) when another thread is inside.
+        Use(Node& node, std::try_to_lock_t) noexcept
+            : node_(node)
+        {
+            held_ = enter();
+        }
+        ~Use()
+        {
+            if (outer_)
+                node_.user_.store(0, std::memory_order_release);
+        }
+        Use(const Use&) = delete;
+        Use& operator=(const Use&) = delete;
+        explicit operator bool() const noexcept { return held_; }
+
+    private:
+        bool enter() noexcept
+        {
+            static thread_local char mark;
+            const auto me = reinterpret_cast<std::uintptr_t>(&mark);
+            std::uintptr_t expected = 0;
+            if (node_.user_.compare_exchange_strong(expected, me, std::memory_order_acquire)) [[likely]] {
+                outer_ = true;
+                if (node_.retired_flag_.load(std::memory_order_relaxed)) [[unlikely]]
+                    node_.reap_retired();
+                return true;
+            }
+            return expected == me; // nested in this thread's own call
+        }
+        [[noreturn]] static void busy(const char* call);
+
+        Node& node_;
+        bool outer_ = false;
+        bool held_ = true;
+    };
+
 private:
     struct Route {
         Endpoint* ep = nullptr;
@@ -157,7 +232,11 @@ private:
         std::uint64_t instance = 0;
         fi_addr_t addr = FI_ADDR_UNSPEC; // RDM
         std::shared_ptr<Endpoint> ep;    // MSG: the connection; RDM: the Node's endpoint
+        const void* fid = nullptr;       // MSG: ep's fid, its key in by_fid_ (ep may be closed)
         std::string why;                 // lost: what happened
+        std::vector<std::byte> credential; // MSG: presented in our connection request
+        int clashes = 0;                 // MSG: connects retried after an iWARP port clash
+        bool established = false;        // MSG: FI_CONNECTED arrived
     };
 
     Route& route(PeerId peer, const char* call)
@@ -170,10 +249,20 @@ private:
     PeerEntry& entry(PeerId peer, const char* call);
     PeerId new_peer();
     void events();
+    void idle();
+    /// Connection events (MSG) and peers whose operations failed.
+    void tend();
+    void reap_broken();
+    void check_watched();
+    void unwatch(PeerId peer) noexcept;
     void on_request(EventQueue::Event ev);
     void connect_msg(PeerId peer);
+    void reconnect_after_clash(PeerId peer, const std::string& why);
+    void retry_port_clash(const std::string& why);
     void ready(PeerId peer);
     void lose(PeerId peer, std::string why);
+    void remove_now(PeerId peer);
+    void reap_retired() noexcept;
 
     std::shared_ptr<const Selection> selection_;
     std::uint64_t instance_;
@@ -191,6 +280,18 @@ private:
     std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
     int epoll_fd_ = -1;                       // Waiting::sleep: the queue's and the event queue's
+    Gate gate_;                               // MSG: admits peers not added
+    PeerId waiting_;                          // wait_for(op, peer): the peer waited for
+    struct Watched {
+        int fd;
+        PeerId peer;
+    };
+    std::vector<Watched> watched_;            // watch(): descriptors whose close loses a peer
+    Clock::time_point next_watch_{};
+    std::atomic<std::uintptr_t> user_{0};     // the thread inside the Node (Use), 0: none
+    std::atomic<bool> retired_flag_{false};   // retired_ holds peers to remove
+    std::mutex retired_mutex_;
+    std::vector<PeerId> retired_;
 };
 
 } // namespace weft

@@ -381,7 +381,7 @@ int doctor(const DoctorOptions& options)
     // The verdict on providers: what weft can actually open here.
     bool rdma = false, any = false;
     std::string usable;
-    for (const auto& c : survey(Options{.allow_shm = true})) {
+    for (const auto& c : survey(Options{{.allow_shm = true}})) {
         if (!c.usable)
             continue;
         any = true;

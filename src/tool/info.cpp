@@ -124,7 +124,7 @@ json device_rows(const json& providers)
 json order_rows(std::string_view filter)
 {
     json rows = json::array();
-    for (const auto& c : survey(Options{.allow_shm = true}))
+    for (const auto& c : survey(Options{{.allow_shm = true}}))
         if (matches(c.provider, filter))
             rows.push_back({{"provider", c.provider},
                         {"endpoint", to_string(c.kind)},

@@ -6,7 +6,7 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BOOTSTRAP_VERSION = 2
+BOOTSTRAP_VERSION = 3
 
 
 def crc32c(data):
@@ -36,17 +36,17 @@ def string(s):
     return struct.pack("<I", len(b)) + b
 
 
-def offer(kind=0):
-    return frame(2, bytes([kind]) + struct.pack("<I", 1) + string("tcp") + string("127.0.0.0/8")
-                 + string(b"\x01" * 16) + string(b"\x02\x00\x1d\x2f\x7f\x00\x00\x01" + b"\0" * 8)
-                 + string("provider tcp, chosen because ..."))
-
-
 def node_address(kind=1, provider="tcp;ofi_rxm", fabric=b"\x02\x00\x1d\x2f\x7f\x00\x00\x01" + b"\0" * 8,
                  version=1):
     body = b"WFNA" + bytes([version, kind, 0, 0]) + struct.pack("<IQ", 2, 0x1122334455667788)
     body += string(provider) + string(fabric)
     return body + struct.pack("<I", crc32c(body))
+
+
+def offer(kind=0):
+    provider = "tcp" if kind == 0 else "tcp;ofi_rxm"
+    return frame(2, string(b"\x01" * 16) + string(node_address(kind=kind, provider=provider))
+                 + string("provider tcp, chosen because ..."))
 
 
 def write(kind, name, data):
@@ -80,6 +80,7 @@ def main():
     write("node_address", "truncated", node_address()[:20])
     # server: byte 0 = mode (bit0: the server holds a secret), then a stranger's bytes
     write("server", "hello-ready", b"\0" + hello() + frame(3))
+    write("server", "hello-ready-node", b"\0" + hello() + frame(3, node_address(kind=0, provider="tcp")))
     write("server", "hello-ready-twice", b"\0" + hello() + frame(3) + frame(3))
     write("server", "secret-proof", b"\1" + hello(1) + frame(9, b"\x33" * 64))
     write("server", "secret-missing", b"\1" + hello())

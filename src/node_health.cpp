@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// A Node's view of its peers' health: peers lost (a failed completion of
+// theirs, a broken connection, a closed side channel it watches, or the
+// application's word), peers retired from another thread, and the
+// one-thread-at-a-time rule (Node::Use) that makes the latter necessary.
+#include <poll.h>
+
+#include <algorithm>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+#include "weft/node.hpp"
+
+namespace weft {
+
+std::vector<PeerId> Node::lost() const
+{
+    std::vector<PeerId> out;
+    for (std::uint32_t i = 0; i < peers_.size(); ++i)
+        if (peers_[i].state == PeerEntry::State::lost)
+            out.push_back(PeerId{i});
+    return out;
+}
+
+bool Node::is_lost(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].state == PeerEntry::State::lost;
+}
+
+void Node::retire_peer(PeerId peer) noexcept
+{
+    if (const Use use(*this, std::try_to_lock); use) {
+        if (peer.index < peers_.size())
+            remove_now(peer);
+        return;
+    }
+    {
+        const std::lock_guard lock(retired_mutex_);
+        retired_.push_back(peer);
+    }
+    retired_flag_.store(true, std::memory_order_release);
+}
+
+void Node::reap_retired() noexcept
+{
+    std::vector<PeerId> gone;
+    {
+        const std::lock_guard lock(retired_mutex_);
+        gone.swap(retired_);
+        retired_flag_.store(false, std::memory_order_relaxed);
+    }
+    for (const PeerId p : gone)
+        if (p.index < peers_.size())
+            remove_now(p);
+}
+
+void Node::Use::busy(const char* call)
+{
+    throw UsageError(call, -FI_EBUSY, "",
+                     "another thread is inside this Node (or a Connection of the same Server, "
+                     "which share one): a Node is used by one thread at a time. Drive a Node's "
+                     "peers from one thread (an event loop on Node::fd() serves hundreds), or "
+                     "give each thread a Node (Server) of its own");
+}
+
+void Node::mark_lost(PeerId peer, std::string why)
+{
+    const Use use(*this, "Node::mark_lost");
+    (void)entry(peer, "Node::mark_lost");
+    lose(peer, std::move(why));
+}
+
+void Node::lose(PeerId peer, std::string why)
+{
+    PeerEntry& e = peers_[peer.index];
+    if (e.state == PeerEntry::State::removed || e.state == PeerEntry::State::lost)
+        return;
+    routes_[peer.index] = {};
+    unwatch(peer);
+    e.state = PeerEntry::State::lost;
+    e.why = std::move(why);
+    if (e.ep && e.ep != rdm_) {
+        by_fid_.erase(e.fid);
+        e.ep->close();
+    }
+}
+
+void Node::idle()
+{
+    tend();
+    check_watched();
+    // A peer waited for that is lost sends nothing more: say so now, not at
+    // the deadline (what it sent before is handed out first).
+    if (waiting_ && is_lost(waiting_))
+        throw Error("Node::wait_for", -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}) while this side waited for it",
+                                waiting_.index, peers_[waiting_.index].why),
+                    nullptr, true);
+}
+
+void Node::watch(PeerId peer, int fd)
+{
+    const Use use(*this, "Node::watch");
+    (void)entry(peer, "Node::watch");
+    if (fd < 0)
+        throw UsageError("Node::watch", -FI_EINVAL, std::string(provider()),
+                         "watch() needs an open descriptor (the peer's side channel)");
+    watched_.push_back({fd, peer});
+}
+
+void Node::unwatch(PeerId peer) noexcept
+{
+    std::erase_if(watched_, [peer](const Watched& w) { return w.peer == peer; });
+}
+
+void Node::check_watched()
+{
+    if (watched_.empty())
+        return;
+    const auto now = Clock::now();
+    if (now < next_watch_)
+        return;
+    next_watch_ = now + std::chrono::milliseconds(1);
+    std::vector<pollfd> fds;
+    fds.reserve(watched_.size());
+    for (const Watched& w : watched_)
+        fds.push_back({w.fd, POLLRDHUP, 0});
+    if (::poll(fds.data(), fds.size(), 0) <= 0)
+        return;
+    std::vector<PeerId> gone;
+    for (std::size_t i = 0; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+            gone.push_back(watched_[i].peer);
+    for (const PeerId p : gone)
+        lose(p, "it is gone: its side channel closed (it exited, was killed, or closed its "
+                 "connection)");
+}
+
+void Node::tend()
+{
+    if (eq_)
+        events(); // reaps broken peers too
+    else if (q_->any_broken()) [[unlikely]]
+        reap_broken();
+}
+
+void Node::reap_broken()
+{
+    for (auto& [peer, why] : q_->take_broken())
+        if (peer.index < peers_.size())
+            lose(peer, fmt::format("an operation of its connection failed: {}", why));
+}
+
+} // namespace weft

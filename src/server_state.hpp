@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+// The state of a Server (server.cpp: the bootstrap steps of one client;
+// server_loop.cpp: the poll loop over all of them and the public calls).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "side_wire.hpp"
+#include "weft/connection.hpp"
+
+namespace weft::detail::server {
+
+using Token = std::array<std::byte, 16>;
+
+/// Most clients in their bootstrap at once; more wait in the listen backlog.
+constexpr std::size_t max_pending = 512;
+/// How many rejection reasons Server::rejections() keeps.
+constexpr std::size_t kept_reasons = 16;
+
+/// One client between its TCP connect and a connected endpoint.
+struct Pending {
+    enum class Step : std::uint8_t { hello, proof, fabric, done };
+
+    int fd = -1;
+    std::string peer;
+    Deadline deadline;
+    Step step = Step::hello;
+    detail::side::Nonce challenge{};
+    bool authenticated = false;
+    Token token{};
+    std::shared_ptr<Node> node;       // the Node this client joins
+    std::uint64_t admitted = 0;       // MSG: the instance the gate let in with our token
+    std::optional<NodeAddress> client; // from its `ready`
+    PeerId id;                        // the client on `node`, once added
+    bool fabric_up = false;           // connected and greeted (MSG), added (RDM)
+    bool ready_in = false;            // the client's `ready` arrived
+    std::vector<std::byte> in;    // received, not yet a whole frame
+    std::vector<std::byte> out;   // to send
+    std::size_t out_sent = 0;
+
+    Pending(int fd_, std::string peer_, Deadline deadline_)
+        : fd(fd_), peer(std::move(peer_)), deadline(deadline_)
+    {
+    }
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    ~Pending()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+
+    void queue(Frame type, std::span<const std::byte> payload)
+    {
+        const auto h = detail::side::encode_header(type, payload.size());
+        out.insert(out.end(), h.begin(), h.end());
+        out.insert(out.end(), payload.begin(), payload.end());
+    }
+    const char* waiting_for() const
+    {
+        switch (step) {
+        case Step::hello: return "its hello";
+        case Step::proof: return "its shared-secret proof";
+        case Step::fabric:
+            return !ready_in ? "its fabric connection and its ready"
+                             : "its fabric connection to complete";
+        case Step::done: return "the last frame to be sent";
+        }
+        return "?";
+    }
+};
+
+} // namespace weft::detail::server
+
+namespace weft {
+
+struct Server::State {
+    std::shared_ptr<const Selection> selection;
+    SideListener side;
+    std::string secret;
+    std::shared_ptr<Node> node;  // the connections' Node
+    bool node_handed_out = false; // `node` serves a client already
+
+    mutable std::mutex mutex; // everything below, and the calls that use the above
+    std::list<detail::server::Pending> pending;
+    std::deque<Connection> ready;
+    Rejections rejected;
+
+    State(const Options& options, SideListener listener_);
+    bool msg() const { return selection->kind() == EndpointKind::msg; }
+    void step(Clock::duration wait);
+    void take_new_clients();
+    void read_from(detail::server::Pending& p);
+    void on_frame(detail::server::Pending& p, const detail::side::FrameHead& head,
+                  std::span<const std::byte> payload);
+    std::shared_ptr<Node> open_node();
+    bool admit(std::uint64_t instance, std::span<const std::byte> token);
+    void send_offer(detail::server::Pending& p);
+    void advance_fabric(detail::server::Pending& p);
+    void progress_nodes();
+    bool flush(detail::server::Pending& p);
+    void finish(std::list<detail::server::Pending>::iterator it);
+    void reject(std::list<detail::server::Pending>::iterator it, const std::string& why);
+    std::string rejection_summary() const;
+};
+
+
+} // namespace weft
