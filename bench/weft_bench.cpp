@@ -49,7 +49,10 @@ std::uint64_t masked(std::uint64_t stamp, std::size_t size)
 
 class WeftEnd final : public End {
 public:
-    WeftEnd(Connection c, const Config& cfg) : c_(std::move(c)), cfg_(cfg), ep_(c_.endpoint()) {}
+    WeftEnd(Connection c, const Config& cfg)
+        : c_(std::move(c)), cfg_(cfg), ep_(c_.endpoint()), to_(c_.peer())
+    {
+    }
 
     std::string describe() const override
     {
@@ -250,7 +253,7 @@ private:
         std::array<Completion, 16> got;
         while (done < signaled || posted < plan.iterations) {
             while (posted < plan.iterations && signaled - done < window) {
-                signaled += ep_.write_batch(writes, peer_, &ctx_, batch, c_.peer());
+                signaled += ep_.write_batch(writes, peer_, &ctx_, batch, to_);
                 posted += batch;
             }
             const std::size_t n = ep_.poll(got);
@@ -267,7 +270,7 @@ private:
         if (plan.size <= ep_.inject_size()) {
             const auto bytes = std::span<const std::byte>(src_->data(), plan.size);
             for (std::uint64_t i = 0; i < plan.iterations; ++i)
-                ep_.write_inject(bytes, peer_, 0, c_.peer());
+                ep_.write_inject(bytes, peer_, 0, to_);
             return;
         }
         const auto deadline = loop_deadline();
@@ -284,6 +287,7 @@ private:
     Connection c_;
     const Config& cfg_;
     Endpoint& ep_;
+    Peer to_; // the peer's address on ep_
     RemoteRegion peer_;
     IterationTimes times_; ///< the client's lat-* loops: each iteration's time
     std::array<Completion, 16> got_; // not re-initialised on every poll

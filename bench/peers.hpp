@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// weft-peers-bench's pieces: a hub process with N peer processes, on weft's
+// Node (peers_main.cpp) and on raw libfabric (peers_raw.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/weft.hpp"
+
+namespace weft::peers {
+
+struct Config {
+    std::string provider;
+    EndpointKind kind = EndpointKind::rdm;
+    bool aggregate = false;
+};
+
+/// This process's resident memory, open descriptors and threads.
+struct Usage {
+    std::size_t rss_kib = 0;
+    std::size_t fds = 0;
+    std::size_t threads = 0;
+    static Usage now();
+};
+
+struct Result {
+    double ms = 0; ///< from the release of the peers to every peer answered
+    Usage start;   ///< the hub process before it opened anything
+    Usage before;  ///< the hub with its Node (endpoint) open and progressed once, no peer yet
+    Usage after;   ///< every peer reached
+    double write_mb_s = 0, messages_s = 0; ///< --aggregate
+};
+
+/// One end of a socket pair between the hub and a peer process: each side
+/// sends length-prefixed byte strings, then the peer says done, the hub dismisses.
+class Channel {
+public:
+    explicit Channel(int fd) : fd_(fd) {}
+    Channel(Channel&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    Channel(const Channel&) = delete;
+    ~Channel();
+    void send_bytes(std::span<const std::byte> b);
+    std::vector<std::byte> receive_bytes();
+    int fd() const noexcept { return fd_; }
+    bool dismissed(); ///< peer: the hub said it may go (does not block)
+    void dismiss();   ///< hub
+
+private:
+    int fd_;
+};
+
+/// A peer process as the hub sees it: its channel and its address.
+struct Child {
+    Channel channel;
+    int pid = -1;
+    std::vector<std::byte> address;
+    void release(std::span<const std::byte> hub) { channel.send_bytes(hub); }
+    void dismiss() { channel.dismiss(); }
+};
+
+/// --aggregate: N clients writing, then sending, into one hub over one Node.
+struct Traffic {
+    double write_mb_s = 0;
+    double messages_s = 0;
+};
+Traffic traffic_hub(Node& node, std::vector<Child>& children);
+void traffic_child(Node& node, PeerId hub, Channel& channel, std::uint32_t index);
+
+Result raw_hub(const Config& c, std::vector<Child>& children);
+int raw_child(const Config& c, Channel& hub, std::uint32_t index);
+
+} // namespace weft::peers

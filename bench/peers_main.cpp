@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+// weft-peers-bench: what a peer costs a process that reaches many, on weft's
+// Node beside raw libfabric doing the same (fi_av_insert, or an accepted MSG
+// endpoint on one queue, and a first message each way).
+//
+//   weft-peers-bench [-p PROVIDER] [-k msg|rdm] [-n 1,8,32,128] [-r REPEATS]
+//
+// For each N, a hub process (fresh each time, so no earlier round's heap is
+// reused) starts N peer processes; each opens its endpoint and sends the hub
+// its address; the hub opens its own and measures itself (RSS, descriptors,
+// threads); then it adds every peer, releases them, and each peer sends a
+// hello that the hub answers. The time is from the release to the last
+// answer completing; memory, descriptors and threads are the hub's growth
+// over that time, per peer. weft and raw alternate, REPEATS times each, and
+// the medians are printed. A program, not a test: it asserts nothing.
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "peers.hpp"
+
+extern char** environ;
+
+namespace weft::peers {
+namespace {
+
+using namespace std::chrono_literals;
+
+void write_all(int fd, const void* p, std::size_t n)
+{
+    const auto* c = static_cast<const char*>(p);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            throw std::runtime_error("the other process closed its channel");
+        c += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+void read_all(int fd, void* p, std::size_t n)
+{
+    auto* c = static_cast<char*>(p);
+    while (n > 0) {
+        const ssize_t r = ::read(fd, c, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            throw std::runtime_error("the other process closed its channel");
+        c += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
+std::size_t count_dir(const char* dir)
+{
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir))
+        ++n;
+    return n;
+}
+
+// ---- weft: a Node ----
+
+Options options_for(const Config& c)
+{
+    Options o;
+    o.provider = c.provider;
+    o.kind = c.kind;
+    o.node = "127.0.0.1";
+    o.allow_shm = true;
+    return o;
+}
+
+Result weft_hub(const Config& c, std::vector<Child>& children)
+{
+    auto node = Node::open(options_for(c));
+    auto send_buffer = node->allocate(8 * children.size(), Access::local);
+    node->progress(); // the provider's first progress, as the raw hub has it
+    Result r;
+    r.before = Usage::now();
+    const auto start = Clock::now();
+    for (auto& child : children)
+        (void)node->add_peer(NodeAddress::decode(child.address));
+    const auto name = node->address().encode();
+    for (auto& child : children)
+        child.release(name);
+    const auto until = Deadline::after(120s);
+    std::vector<int> contexts(children.size());
+    for (std::size_t i = 0; i < children.size(); ++i) {
+        const Completion hello = node->wait_for(Op::recv, until);
+        std::uint64_t who = 0;
+        std::memcpy(&who, hello.message.data(), 8);
+        std::memcpy(send_buffer->data() + 8 * i, &who, 8);
+        node->send(hello.peer, send_buffer->slice(8 * i, 8), &contexts[i]);
+    }
+    for (auto& ctx : contexts)
+        (void)node->wait(&ctx, until);
+    r.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    r.after = Usage::now();
+    if (c.aggregate) {
+        const Traffic t = traffic_hub(*node, children);
+        r.write_mb_s = t.write_mb_s;
+        r.messages_s = t.messages_s;
+    }
+    for (auto& child : children)
+        child.dismiss();
+    return r;
+}
+
+int weft_child(const Config& c, Channel& hub_channel, std::uint32_t index)
+{
+    auto node = Node::open(options_for(c));
+    hub_channel.send_bytes(node->address().encode());
+    const PeerId hub = node->add_peer(NodeAddress::decode(hub_channel.receive_bytes()));
+    auto buffer = node->allocate(8, Access::local);
+    const std::uint64_t me = index;
+    std::memcpy(buffer->data(), &me, 8);
+    int ctx = 0;
+    node->send(hub, buffer->slice(0, 8), &ctx); // MSG: connects first
+    (void)node->wait(&ctx, Deadline::after(120s));
+    (void)node->wait_for(Op::recv, hub, Deadline::after(120s));
+    if (c.aggregate)
+        traffic_child(*node, hub, hub_channel, index);
+    try {
+        while (!hub_channel.dismissed())
+            node->progress();
+    } catch (const std::exception&) {
+        // the hub closed its Node first: this side is done anyway
+    }
+    return 0;
+}
+
+// ---- the processes ----
+
+Result run_hub(const std::string& impl, const Config& c, int n)
+{
+    const Usage start = Usage::now();
+    std::vector<Child> children;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+    for (int i = 0; i < n; ++i) {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+            throw std::runtime_error("socketpair failed");
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+        std::vector<std::string> args{self, "--peer", impl, "-p", c.provider, "-k",
+                                      c.kind == EndpointKind::msg ? "msg" : "rdm", "--index",
+                                      std::to_string(i)};
+        if (c.aggregate)
+            args.emplace_back("--aggregate");
+        std::vector<char*> argv;
+        for (auto& a : args)
+            argv.push_back(a.data());
+        argv.push_back(nullptr);
+        pid_t pid = -1;
+        const int e = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&fa);
+        ::close(sv[1]);
+        if (e != 0)
+            throw std::runtime_error(fmt::format("posix_spawn: {}", std::strerror(e)));
+        children.push_back({Channel(sv[0]), pid, {}});
+    }
+    for (auto& child : children)
+        child.address = child.channel.receive_bytes();
+    Result r = impl == "weft" ? weft_hub(c, children) : raw_hub(c, children);
+    r.start = start;
+    for (auto& child : children) {
+        int st = 0;
+        ::waitpid(child.pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            throw std::runtime_error("a peer process failed");
+    }
+    return r;
+}
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int aggregate(const std::string& self, const Config& c, const std::string& kind,
+              const std::vector<int>& counts, int repeats)
+{
+    std::printf("%s (%s): N clients into one server over one Node, 64 KiB writes and 8 B "
+                "messages, 16 in flight per client; medians of %d runs\n",
+                c.provider.c_str(), kind.c_str(), repeats);
+    std::printf("%8s %12s %14s\n", "clients", "write MB/s", "messages/s");
+    for (const int n : counts) {
+        std::vector<double> mb, msgs;
+        for (int rep = 0; rep < repeats; ++rep) {
+            const std::string cmd = fmt::format("'{}' --hub weft --aggregate -p '{}' -k {} -n {}",
+                                                self, c.provider, kind, n);
+            FILE* p = ::popen(cmd.c_str(), "r");
+            double v[2] = {};
+            const int got = p ? std::fscanf(p, "%lf %lf", &v[0], &v[1]) : 0;
+            if (p)
+                ::pclose(p);
+            if (got != 2)
+                throw std::runtime_error(fmt::format("the hub with {} clients failed", n));
+            mb.push_back(v[0]);
+            msgs.push_back(v[1]);
+        }
+        std::printf("%8d %12.0f %14.0f\n", n, median(mb), median(msgs));
+    }
+    return 0;
+}
+
+} // namespace
+
+Usage Usage::now()
+{
+    Usage u;
+    std::ifstream statm("/proc/self/statm");
+    std::size_t size = 0, resident = 0;
+    statm >> size >> resident;
+    u.rss_kib = resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) / 1024;
+    u.fds = count_dir("/proc/self/fd");
+    u.threads = count_dir("/proc/self/task");
+    return u;
+}
+
+Channel::~Channel()
+{
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+void Channel::send_bytes(std::span<const std::byte> b)
+{
+    const auto len = static_cast<std::uint32_t>(b.size());
+    write_all(fd_, &len, 4);
+    write_all(fd_, b.data(), b.size());
+}
+
+std::vector<std::byte> Channel::receive_bytes()
+{
+    std::uint32_t len = 0;
+    read_all(fd_, &len, 4);
+    std::vector<std::byte> b(len);
+    read_all(fd_, b.data(), len);
+    return b;
+}
+
+bool Channel::dismissed()
+{
+    char c = 0;
+    return ::recv(fd_, &c, 1, MSG_DONTWAIT) == 1;
+}
+
+void Channel::dismiss()
+{
+    const char c = 'q';
+    write_all(fd_, &c, 1);
+}
+
+} // namespace weft::peers
+
+int main(int argc, char** argv)
+{
+    using namespace weft::peers;
+    CLI::App app{"what a peer costs a process that reaches many: weft's Node beside raw libfabric"};
+    Config c;
+    c.provider = "tcp;ofi_rxm";
+    std::string kind = "rdm";
+    std::vector<int> counts{1, 8, 32, 128};
+    int repeats = 3;
+    std::string peer_impl;
+    std::string hub_impl;
+    std::uint32_t index = 0;
+    app.add_option("-p,--provider", c.provider, "provider, as fi_getinfo names it");
+    app.add_option("-k,--kind", kind, "msg or rdm")->check(CLI::IsMember({"msg", "rdm"}));
+    app.add_option("-n,--peers", counts, "peer counts")->delimiter(',');
+    app.add_option("-r,--repeats", repeats, "runs of each (weft and raw alternate)");
+    app.add_option("--peer", peer_impl)->group(""); // internal: a peer process
+    app.add_option("--hub", hub_impl)->group("");   // internal: a hub process
+    app.add_option("--index", index)->group("");
+    app.add_flag("--aggregate", c.aggregate,
+                 "instead: aggregate write bandwidth (64 KiB) and 8 B message rate of N clients "
+                 "into one hub (weft only)");
+    CLI11_PARSE(app, argc, argv);
+    c.kind = kind == "msg" ? weft::EndpointKind::msg : weft::EndpointKind::rdm;
+    try {
+        if (!peer_impl.empty()) {
+            Channel hub(3);
+            return peer_impl == "weft" ? weft_child(c, hub, index) : raw_child(c, hub, index);
+        }
+        if (!hub_impl.empty()) {
+            const Result r = run_hub(hub_impl, c, counts.at(0));
+            if (c.aggregate)
+                std::printf("%.1f %.0f\n", r.write_mb_s, r.messages_s);
+            else
+                std::printf("%.3f %zu %zu %zu %zu %zu %zu\n", r.ms, r.start.rss_kib,
+                            r.after.rss_kib, r.start.fds, r.after.fds, r.before.threads,
+                            r.after.threads);
+            return 0;
+        }
+        const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+        if (c.aggregate)
+            return aggregate(self, c, kind, counts, repeats);
+        std::printf("%s (%s): the hub process after reaching every peer (growth from its "
+                    "start), and the cost of each added peer (the slope from the previous count); "
+                    "medians of %d runs, weft and raw alternating\n",
+                    c.provider.c_str(), kind.c_str(), repeats);
+        std::printf("%6s %-5s %9s %10s %10s %6s %8s %8s\n", "peers", "impl", "time ms", "hub KiB",
+                    "KiB/peer", "fds", "fds/peer", "threads");
+        std::map<std::string, std::vector<double>> previous; // {n, KiB, fds}
+        for (const int n : counts) {
+            std::map<std::string, std::vector<std::vector<double>>> runs;
+            for (int rep = 0; rep < repeats; ++rep)
+                for (const char* impl : {"weft", "raw"}) {
+                    const std::string cmd = fmt::format("'{}' --hub {} -p '{}' -k {} -n {}", self,
+                                                        impl, c.provider, kind, n);
+                    FILE* p = ::popen(cmd.c_str(), "r");
+                    double v[7] = {};
+                    const int got = p ? std::fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
+                                                    &v[2], &v[3], &v[4], &v[5], &v[6])
+                                      : 0;
+                    if (p)
+                        ::pclose(p);
+                    if (got != 7)
+                        throw std::runtime_error(fmt::format("{} hub with {} peers failed", impl, n));
+                    runs[impl].push_back({v[0], v[2] - v[1], v[4] - v[3], v[6]});
+                }
+            std::map<std::string, double> per_peer;
+            for (const char* impl : {"weft", "raw"}) {
+                auto col = [&](std::size_t k) {
+                    std::vector<double> xs;
+                    for (auto& r : runs[impl])
+                        xs.push_back(r[k]);
+                    return median(xs);
+                };
+                const auto& prev = previous[impl];
+                const double dn = prev.empty() ? n : n - prev[0];
+                const double kib = (col(1) - (prev.empty() ? 0 : prev[1])) / dn;
+                const double fds = (col(2) - (prev.empty() ? 0 : prev[2])) / dn;
+                per_peer[impl] = kib;
+                std::printf("%6d %-5s %9.1f %10.0f %10.1f %6.0f %8.2f %8.0f\n", n, impl, col(0),
+                            col(1), kib, col(2), fds, col(3));
+                previous[impl] = {static_cast<double>(n), col(1), col(2)};
+            }
+            std::printf("%6d %-5s %9s %10s %10.2f\n", n, "ratio", "", "",
+                        per_peer["raw"] != 0 ? per_peer["weft"] / per_peer["raw"] : 0.0);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "weft-peers-bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// weft-peers-bench --aggregate: N clients into one server over one Node.
+// Every client writes W x 64 KiB into its own slot of the hub's region (16
+// in flight), then sends M 8 B messages (16 in flight); the hub drives its
+// Node and takes the messages. Aggregate write bandwidth is the bytes over
+// the time from the hub's go to the last client's done; the message rate is
+// the messages over the time from the go to the last one taken.
+#include <poll.h>
+
+#include <array>
+#include <cstring>
+
+#include "peers.hpp"
+
+namespace weft::peers {
+namespace {
+
+constexpr std::size_t chunk = 64 * 1024;
+constexpr int writes = 1000;
+constexpr int messages = 20000;
+constexpr int window = 16;
+
+const std::vector<std::byte> go_writes{std::byte{'w'}};
+const std::vector<std::byte> go_messages{std::byte{'m'}};
+
+} // namespace
+
+Traffic traffic_hub(Node& node, std::vector<Child>& children)
+{
+    const std::size_t n = children.size();
+    auto inbox = node.allocate(n * chunk, Access::remote_write);
+    const auto wire = inbox->remote().encode();
+    for (auto& child : children)
+        child.channel.send_bytes(wire);
+    Traffic t;
+    // Writes: the hub is a passive target; it progresses until all say done.
+    auto start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_writes);
+    std::size_t done = 0;
+    std::vector<pollfd> fds;
+    for (auto& child : children)
+        fds.push_back({child.channel.fd(), POLLIN, 0});
+    while (done < n) {
+        node.progress();
+        if (::poll(fds.data(), fds.size(), 0) <= 0)
+            continue;
+        for (auto& f : fds)
+            if (f.revents & POLLIN) { // its done; read below
+                f.fd = -1;
+                ++done;
+            }
+    }
+    for (auto& child : children)
+        (void)child.channel.receive_bytes();
+    const double write_s = std::chrono::duration<double>(Clock::now() - start).count();
+    t.write_mb_s = static_cast<double>(n * writes * chunk) / write_s / 1e6;
+    // Messages: taken as they come.
+    start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_messages);
+    const std::size_t expected = n * messages;
+    std::size_t got = 0;
+    std::array<Completion, 32> batch;
+    const auto until = Deadline::after(std::chrono::seconds(120));
+    while (got < expected) {
+        const std::size_t k = node.poll(batch);
+        for (std::size_t i = 0; i < k; ++i)
+            got += batch[i].op == Op::recv;
+        if (k == 0 && until.expired())
+            throw std::runtime_error("the hub did not receive every message in 120 s");
+    }
+    t.messages_s = static_cast<double>(expected) /
+                   std::chrono::duration<double>(Clock::now() - start).count();
+    return t;
+}
+
+void traffic_child(Node& node, PeerId hub, Channel& channel, std::uint32_t index)
+{
+    const RemoteRegion slot = RemoteRegion::decode(channel.receive_bytes());
+    auto src = node.allocate(chunk + 8, Access::local);
+    std::memset(src->data(), static_cast<int>(index), chunk + 8);
+    std::array<int, window> ctx{};
+    const auto until = Deadline::after(std::chrono::seconds(120));
+    (void)channel.receive_bytes(); // go
+    for (int i = 0; i < writes; ++i) {
+        if (i >= window)
+            (void)node.wait(&ctx[i % window], until);
+        node.write(hub, src->slice(0, chunk), slot, index * chunk, &ctx[i % window]);
+    }
+    for (int i = std::max(0, writes - window); i < writes; ++i)
+        (void)node.wait(&ctx[i % window], until);
+    channel.send_bytes(go_writes); // done
+    (void)channel.receive_bytes(); // go
+    for (int i = 0; i < messages; ++i) {
+        if (i >= window)
+            (void)node.wait(&ctx[i % window], until);
+        node.send(hub, src->slice(chunk, 8), &ctx[i % window]);
+    }
+    for (int i = std::max(0, messages - window); i < messages; ++i)
+        (void)node.wait(&ctx[i % window], until);
+}
+
+} // namespace weft::peers
