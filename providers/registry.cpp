@@ -106,6 +106,12 @@ int before_enable(std::string_view fi_prov_name, fid_ep* ep)
     return t.before_enable ? t.before_enable(ep) : 0;
 }
 
+int before_endpoint(std::string_view fi_prov_name, fi_info* info)
+{
+    const Traits& t = traits_for(fi_prov_name);
+    return t.before_endpoint ? t.before_endpoint(info) : 0;
+}
+
 int numa_node(const fi_info* info)
 {
     const Traits& t = traits_for(info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "");

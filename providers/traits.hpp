@@ -65,6 +65,11 @@ struct Traits {
     /// endpoint's region so that no dead process can have left it behind);
     /// returns 0 or a negative libfabric error code.
     int (*before_enable)(fid_ep* ep) = nullptr;
+    /// Optional step before fi_endpoint, on the endpoint's own copy of the
+    /// fi_info (verbs: an ofi_rxm endpoint over iWARP gets a listening port
+    /// that TCP does not hold); returns 0 or a negative libfabric error code.
+    /// Called for layered endpoints too ("verbs;ofi_rxm").
+    int (*before_endpoint)(fi_info* info) = nullptr;
 };
 
 
@@ -104,6 +109,10 @@ std::string error_hint(std::string_view fi_prov_name, int code);
 /// The provider's step between fi_endpoint and fi_enable, if it has one
 /// (core providers only); 0 or a negative libfabric error code.
 int before_enable(std::string_view fi_prov_name, fid_ep* ep);
+
+/// The provider's step before fi_endpoint on the endpoint's own fi_info, if
+/// it has one; 0 or a negative libfabric error code.
+int before_endpoint(std::string_view fi_prov_name, fi_info* info);
 
 /// NUMA node of the device behind `info`'s domain, or -1 when unknown.
 int numa_node(const fi_info* info);

@@ -2,7 +2,12 @@
 // verbs: InfiniBand, RoCE (v1/v2) and iWARP through rdma-core. MSG endpoints are
 // the fast path for RMA; RDM goes through ofi_rxm. Device facts come from
 // libibverbs: which ports are ACTIVE, whether a device is iWARP, its CQ limit.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -113,6 +118,53 @@ int verbs_numa_node(const fi_info* info)
     return read_numa_node(fmt::format("/sys/class/infiniband/{}/device/numa_node", device->name));
 }
 
+bool is_iwarp(const fi_info* info)
+{
+    const auto device =
+        info->domain_attr->name ? find_verbs_device(info->domain_attr->name) : std::nullopt;
+    return info->ep_attr->protocol == FI_PROTO_IWARP ||
+           info->ep_attr->protocol == FI_PROTO_IWARP_RDM || (device && device->transport == "iWARP");
+}
+
+// ofi_rxm listens on an rdma_cm port from fi_enable. On iWARP, rdma_cm ports
+// share the TCP port space, rdma_cm picks one without asking TCP, and the
+// device's listening socket fails with EADDRINUSE where a TCP socket holds it
+// (the side channels' ports; seen on siw in the lab's server and contract
+// tests). libfabric 1.17 leaves an ofi_rxm endpoint whose
+// fi_enable failed half torn down (rxm_ep_ctrl: "TODO: cleanup all allocated
+// resources on error"), and fi_close on it crashes (measured on siw: SIGSEGV
+// in pthread_mutex_lock). So weft asks TCP for a port it does not hold and
+// names it in the endpoint's source address: the listener binds it at
+// fi_endpoint, where a clash (a race with another socket) fails cleanly and is
+// tried again (detail::retry_on_port_clash).
+int verbs_before_endpoint(fi_info* info)
+{
+    const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
+    auto* sa = static_cast<sockaddr*>(info->src_addr);
+    if (prov.find(';') == std::string_view::npos || sa == nullptr || !is_iwarp(info) ||
+        (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+        return 0;
+    auto* port = sa->sa_family == AF_INET ? &reinterpret_cast<sockaddr_in*>(sa)->sin_port
+                                          : &reinterpret_cast<sockaddr_in6*>(sa)->sin6_port;
+    if (*port != 0)
+        return 0; // the caller chose it
+    const int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    int ret = 0;
+    if (::bind(fd, sa, static_cast<socklen_t>(info->src_addrlen)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+        ret = -errno;
+    ::close(fd);
+    if (ret != 0)
+        return ret;
+    *port = bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port;
+    return 0;
+}
+
 } // namespace
 
 const Traits verbs = {
@@ -129,15 +181,14 @@ const Traits verbs = {
     .describe = verbs_describe,
     .numa_node = verbs_numa_node,
     .error_hint = verbs_hint,
+    .before_endpoint = verbs_before_endpoint,
 };
 
 void apply_verbs_quirks(const fi_info* info, Quirks& q)
 {
     const auto device =
         info->domain_attr->name ? find_verbs_device(info->domain_attr->name) : std::nullopt;
-    const bool iwarp = info->ep_attr->protocol == FI_PROTO_IWARP ||
-                       info->ep_attr->protocol == FI_PROTO_IWARP_RDM ||
-                       (device && device->transport == "iWARP");
+    const bool iwarp = is_iwarp(info);
     // iWARP (libfabric#1707, #3521; zrlio/softiwarp#20): the read sink takes
     // remote writes, the initiator speaks first, and a send without a posted
     // receive terminates the connection.

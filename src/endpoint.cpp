@@ -52,18 +52,24 @@ void Endpoint::close() noexcept
     // polls the queue this endpoint is bound to. (No queue yet: the set-up
     // failed before the endpoint was bound.)
     const bool last = q_ && q_->attached_ == 1;
-    if (last && !q_->stop_progress())
-        abandon();
+    if (unclosable_)
+        abandon("ofi_rxm failed to enable it, and libfabric 1.17 crashes when such an endpoint "
+                "is closed");
+    else if (last && !q_->stop_progress())
+        abandon(fmt::format("its progress thread did not return from the provider within {} ms "
+                            "(shm spins forever on a lock a killed peer held)",
+                            ProgressThread::grace.count()));
     ep_owner_.reset();
     ep_ = nullptr;
     if (last)
         q_->release_all(); // nothing can touch the regions it held now
 }
 
-void Endpoint::abandon() noexcept
+void Endpoint::abandon(const std::string& why) noexcept
 {
-    // The progress thread is stuck inside the provider and may touch any of
-    // these again: they stay open, reachable from here, for good.
+    // The provider may touch any of these again (a progress thread stuck
+    // inside it), or cannot close them: they stay open, reachable from here,
+    // for good.
     static std::mutex m;
     static auto* graveyard = new std::vector<std::shared_ptr<void>>;
     const std::lock_guard lock(m);
@@ -78,10 +84,8 @@ void Endpoint::abandon() noexcept
     for (auto& h : q_->held())
         graveyard->push_back(std::move(h));
     abandoned_count.fetch_add(1, std::memory_order_relaxed);
-    detail::log_warning(fmt::format(
-        "{} endpoint abandoned: its progress thread did not return from the provider within {} "
-        "ms (shm spins forever on a lock a killed peer held); its libfabric objects stay open",
-        provider(), ProgressThread::grace.count()));
+    detail::log_warning(fmt::format("{} endpoint abandoned: {}; its libfabric objects stay open",
+                                    provider(), why));
 }
 
 std::size_t Endpoint::abandoned() noexcept
@@ -108,6 +112,8 @@ void Endpoint::open_fid(Info owned)
     const auto tx_flags = info->tx_attr->op_flags;
     const auto rx_flags = info->rx_attr->op_flags;
     fid_ep* raw = nullptr;
+    detail::check(providers::before_endpoint(provider(), info), "set-up before fi_endpoint",
+                  provider());
     int ret = -FI_ENODATA;
     if (!providers::is_layered(provider())) {
         info->tx_attr->op_flags |= FI_COMPLETION;
@@ -201,7 +207,13 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq,
     }
     detail::check(providers::before_enable(provider(), ep_), "set-up before fi_enable",
                   provider());
-    detail::check(fi_enable(ep_), "fi_enable", provider());
+    if (const int ret = fi_enable(ep_); ret != 0) {
+        // libfabric 1.17's ofi_rxm leaves an endpoint whose fi_enable failed
+        // half torn down, and fi_close on it crashes (measured on siw): it
+        // stays open instead (see providers/verbs.cpp: before_endpoint).
+        unclosable_ = providers::is_layered(provider());
+        detail::check(ret, "fi_enable", provider());
+    }
 
     if ((info->caps & FI_ATOMIC) && !quirks_.atomics_unreliable) {
         fi_atomic_attr attr{};

@@ -274,7 +274,7 @@ private:
     /// After a drain: credits to hand back, a hello to answer.
     void follow_up();
     void need_follow_up();
-    void abandon() noexcept;
+    void abandon(const std::string& why) noexcept;
     void check_message(std::size_t len) const;
     void* internal_ctx() noexcept { return &tags_[0]; }
     void* fence_ctx() noexcept { return &tags_[1]; }
@@ -355,6 +355,7 @@ private:
     // A Node's MSG endpoint: hellos carry ids; the acceptor answers the hello.
     bool exchange_ids_ = false;
     bool initiator_ = false;
+    bool unclosable_ = false;     // ofi_rxm failed to enable it: fi_close would crash
     bool hello_due_ = false;
     PeerId peer_;                   // the Node's id of the peer this endpoint serves
     std::uint64_t notify_bits_ = 0; // the peer's id of this side, in notifications' CQ data

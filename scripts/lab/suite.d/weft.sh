@@ -26,7 +26,27 @@ weft_squeeze() {
          { if (n) printf "  (the line above %d more times)\n", n; print; prev = $0; n = 0 }
          END { if (n) printf "  (the line above %d more times)\n", n }'
 }
-weft_catch() { weft_env "$@" 2>&1 | weft_squeeze | tail -n 60; return "${PIPESTATUS[0]}"; }
+# A run that passes shows its last lines; one that fails shows what surrounds
+# its first failures (a failure early in a long run is not pushed out of the
+# tail by the test cases after it), then its last lines.
+weft_catch() {
+    local out rc
+    out=$(mktemp)
+    weft_env "$@" 2>&1 | weft_squeeze >"$out"
+    rc=${PIPESTATUS[0]}
+    if [[ $rc -ne 0 ]] && grep -q "FAILED" "$out"; then
+        grep -n "FAILED" "$out" | head -n 3 | cut -d: -f1 | while read -r n; do
+            echo "  --- at line $n of the run:"
+            sed -n "$((n > 25 ? n - 25 : 1)),$((n + 15))p" "$out"
+        done
+        echo "  --- the run's last lines:"
+        tail -n 15 "$out"
+    else
+        tail -n 60 "$out"
+    fi
+    rm -f "$out"
+    return "$rc"
+}
 export -f weft_squeeze
 export -f weft_catch
 
