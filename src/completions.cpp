@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Completions: turning queue entries into weft::Completion, keeping what
 // arrives while waiting for something else, the tags of weft's own
-// operations, and the regions posted operations hold.
+// operations, and the regions posted operations hold. The waits are in
+// completions_wait.cpp.
 #include "weft/completions.hpp"
 
 #include <algorithm>
@@ -336,115 +337,6 @@ std::optional<Completion> Completions::poll_one()
     if (poll(std::span(&c, 1)) == 1)
         return c;
     return std::nullopt;
-}
-
-namespace {
-int deadline_ms(Deadline d) noexcept { return d.remaining_ms(); }
-} // namespace
-
-template <class Pred>
-Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* what)
-{
-    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
-    spun_out_ = false;
-    if (!lent_.empty())
-        repost_lent();
-    auto take = [&](Completion c) {
-        if (c.lent)
-            lent_.push_back(c.lent);
-        return c;
-    };
-    for (std::size_t i = 0; i < deferred_.size(); ++i)
-        if (pred(deferred_[i])) {
-            const Completion c = deferred_[i];
-            deferred_.erase(i);
-            return take(c);
-        }
-    std::uint32_t spins = 0;
-    for (;;) {
-        auto& got = waiting_;
-        const std::size_t n = drain(got);
-        std::size_t hit = n;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (hit == n && pred(got[i]))
-                hit = i;
-            else
-                deferred_.push_back(got[i]);
-        }
-        if (hit != n) {
-            if (in_flight_ <= 0 && !held_.empty())
-                release_idle();
-            return take(got[hit]);
-        }
-        if (sleeping_ && n == 0 && deadline_ms(deadline) > 0) {
-            // Nothing pending: sleep until something arrives (bounded, so the
-            // idle hook and the deadline are seen).
-            const int ms = std::min(deadline_ms(deadline), quirks_.wait_fd_misses_data ? 10 : 100);
-            const auto before = Clock::now();
-            if (sleep_hook_)
-                sleep_hook_(sleep_arg_, ms);
-            else if (trywait())
-                cq_->sleep(ms);
-            // A wait object that does not hold (net's stays readable once a
-            // connection exists; tcp's trywait can keep saying "poll first"
-            // with nothing to read: measured) must not make this a spin.
-            if (Clock::now() - before < std::chrono::microseconds(50) && ++naps_ >= 2)
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            spins = clock_every; // look at the hook and the deadline now
-        } else {
-            naps_ = 0;
-        }
-        if ((++spins & clock_every) == 0) [[unlikely]] {
-            if (idle_hook_)
-                idle_hook_(idle_arg_);
-            if (deadline.expired())
-                wait_timeout(what, late);
-        }
-    }
-}
-
-void Completions::wait_timeout(const char* what, bool late) const
-{
-    if (late)
-        detail::throw_error("wait", -FI_ETIMEDOUT, provider(),
-                            fmt::format("the deadline had already passed when the wait for {} "
-                                        "began, and nothing had completed: nothing is known to "
-                                        "be wrong with the peer. Give the wait a deadline in the "
-                                        "future (Deadline::after, or Deadline::never())",
-                                        what));
-    std::string hint = fmt::format("no completion for {} before the deadline", what);
-    if (quirks_.target_needs_progress)
-        hint += "; this provider moves data only while the peer reads its completion "
-                "queue, so the peer must poll its endpoint or run a progress thread "
-                "(Progress::automatic)";
-    if (quirks_.remote_errors_silent)
-        hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
-                "without an error, so check the RemoteRegion too";
-    hint += "; is the peer alive?";
-    detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
-}
-
-Completion Completions::wait_slow(void* context, Deadline deadline)
-{
-    return wait_until(
-        [context](const Completion& c) {
-            return c.context == context && c.op != Op::recv && c.op != Op::notify;
-        },
-        deadline, "the operation");
-}
-
-Completion Completions::wait_for(Op op, PeerId peer, Deadline deadline)
-{
-    const char* what = op == Op::notify ? "a notification from the peer"
-                       : op == Op::recv ? "a message from the peer" : "an operation";
-    return wait_until([op, peer](const Completion& c) { return c.op == op && c.peer == peer; },
-                      deadline, what);
-}
-
-Completion Completions::wait_for_slow(Op op, Deadline deadline)
-{
-    const char* what = op == Op::notify ? "a notification" : op == Op::recv ? "a message" : "an operation";
-    return wait_until([op](const Completion& c) { return c.op == op; }, deadline, what);
 }
 
 } // namespace weft

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Endpoint set-up: opening, binding, receive slots, connection management,
-// and turning completion entries into weft::Completion.
+// Endpoint set-up: opening, binding, receive slots, and turning completion
+// entries into weft::Completion. Connecting and accepting are in
+// endpoint_connect.cpp.
 #include "weft/endpoint.hpp"
 
 #include <algorithm>
@@ -17,7 +18,6 @@
 #include <fmt/format.h>
 
 #include "../providers/traits.hpp"
-#include "retry.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
 #include "weft/progress.hpp"
@@ -42,6 +42,12 @@ Endpoint::~Endpoint()
     close();
     if (q_)
         q_->detach(tags_);
+}
+
+std::shared_ptr<Endpoint> Endpoint::create(std::shared_ptr<Domain> domain, const Options& options,
+                                           EndpointKind kind)
+{
+    return std::make_shared<Endpoint>(Private{}, std::move(domain), options, kind);
 }
 
 void Endpoint::close() noexcept
@@ -284,140 +290,6 @@ void Endpoint::follow_up()
     }
     if (credits_)
         grant_credits();
-}
-
-std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, const Info& info,
-                                            const Options& options,
-                                            std::span<const std::byte> param, Deadline deadline,
-                                            std::shared_ptr<Completions> completions)
-{
-    // On iWARP the port rdma_cm picked for this end may be one a TCP socket
-    // holds; the connect then fails here, before any request left (retry.hpp).
-    auto ep = detail::retry_on_port_clash(info.get(), [&] {
-        auto made = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
-        made->open_fid(info);
-        made->bind_and_enable(EventQueue::open(domain->fabric()), completions);
-        detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
-                                 param.size()),
-                      "fi_connect", made->provider());
-        auto ev = made->eq_->wait(deadline, "FI_CONNECTED from the server");
-        if (ev.type != FI_CONNECTED)
-            detail::throw_error("fi_connect", -FI_ECONNREFUSED, made->provider(),
-                                fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
-        return made;
-    });
-    // The initiator sends first: iWARP requires it, and a small non-empty first
-    // message is safe everywhere (zrlio/softiwarp#20). With credits, the server
-    // answers with its own receive count.
-    ep->send_hello();
-    if (ep->credits_) {
-        ep->awaiting_hello_ = true;
-        ep->expect_hello(deadline, true);
-    }
-    return ep;
-}
-
-std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
-                                           EventQueue::Event request, const Options& options,
-                                           Deadline deadline)
-{
-    auto ep = begin_accept(std::move(domain), std::move(request), options);
-    auto ev = ep->eq_->wait(deadline, "FI_CONNECTED after accepting");
-    if (ev.type != FI_CONNECTED)
-        detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
-                            fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
-    ep->connected_ = true;
-    ep->expect_hello(deadline, false);
-    if (ep->credits_)
-        ep->send_hello();
-    return ep;
-}
-
-std::shared_ptr<Endpoint> Endpoint::begin_accept(std::shared_ptr<Domain> domain,
-                                                 EventQueue::Event request,
-                                                 const Options& options,
-                                                 std::shared_ptr<Completions> completions)
-{
-    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
-    ep->open_fid(std::move(*request.info));
-    ep->awaiting_hello_ = true;
-    ep->bind_and_enable(EventQueue::open(domain->fabric()), std::move(completions));
-    detail::check(fi_accept(ep->ep_, nullptr, 0), "fi_accept", ep->provider());
-    return ep;
-}
-
-bool Endpoint::accept_step()
-{
-    if (ep_ == nullptr)
-        closed_error("accept");
-    if (!connected_) {
-        auto ev = eq_->read("FI_CONNECTED after accepting");
-        if (!ev)
-            return false;
-        if (ev->type != FI_CONNECTED)
-            detail::throw_error("fi_accept", -FI_ECONNABORTED, provider(),
-                                fmt::format("expected FI_CONNECTED, got {}", event_name(ev->type)));
-        connected_ = true;
-    }
-    if (awaiting_hello_) {
-        q_->stash_some();
-        if (awaiting_hello_)
-            return false;
-        if (credits_)
-            send_hello();
-    }
-    return true;
-}
-
-std::shared_ptr<Endpoint> Endpoint::open_msg(std::shared_ptr<Domain> domain, Info info,
-                                             const Options& options,
-                                             std::shared_ptr<EventQueue> eq,
-                                             std::shared_ptr<Completions> completions,
-                                             PeerId peer)
-{
-    auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::msg);
-    ep->exchange_ids_ = true;
-    ep->peer_ = peer;
-    ep->open_fid(std::move(info));
-    ep->bind_and_enable(eq, std::move(completions));
-    return ep;
-}
-
-void Endpoint::begin_connect(std::span<const std::byte> param)
-{
-    initiator_ = true;
-    detail::check(fi_connect(ep_, (*ep_info_)->dest_addr, param.data(), param.size()),
-                  "fi_connect", provider());
-}
-
-void Endpoint::begin_accept()
-{
-    awaiting_hello_ = true;
-    detail::check(fi_accept(ep_, nullptr, 0), "fi_accept", provider());
-}
-
-void Endpoint::connected()
-{
-    connected_ = true;
-    if (initiator_) {
-        send_hello(); // the initiator sends first (iWARP requires it)
-        awaiting_hello_ = true; // the acceptor's hello carries its id of this side
-    }
-}
-
-std::shared_ptr<Endpoint> Endpoint::open_rdm(std::shared_ptr<Domain> domain,
-                                             const Options& options,
-                                             std::shared_ptr<Completions> completions,
-                                             bool framed)
-{
-    // ofi_rxm over iWARP listens on an rdma_cm port at fi_enable.
-    return detail::retry_on_port_clash(domain->info().get(), [&] {
-        auto ep = std::make_shared<Endpoint>(Private{}, domain, options, EndpointKind::rdm);
-        ep->open_fid(domain->info());
-        ep->framed_ |= framed;
-        ep->bind_and_enable(nullptr, completions);
-        return ep;
-    });
 }
 
 std::vector<std::byte> Endpoint::name() const

@@ -266,6 +266,8 @@ private:
         std::uint64_t compare;
     };
 
+    static std::shared_ptr<Endpoint> create(std::shared_ptr<Domain> domain, const Options& options,
+                                            EndpointKind kind);
     void open_fid(Info info);
     void bind_and_enable(const std::shared_ptr<EventQueue>& eq,
                          std::shared_ptr<Completions> completions);
