@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/// @brief Endpoint's data-path fast paths (write, read, write_inject,
+/// write_notify and the post they share), inline like libfabric's own
+/// fi_write(). Included by weft/endpoint.hpp; not a header of its own.
+#pragma once
+
+#include "weft/endpoint.hpp"
+
+namespace weft {
+
+// ---- The data path's fast paths, inline like libfabric's own fi_write():
+// the call into libweft.so and its register spills cost more than weft's
+// checks. Everything unusual (back-pressure, errors, odd lengths, completions
+// that are not the awaited one) is out of line in src/endpoint_data.cpp. ----
+
+// The call is a template argument and its arguments plain values, not a
+// lambda: a closure is an object the compiler builds in memory before the call
+// (a retry needs it again), ~12 stores per post; plain arguments stay in
+// registers and are only spilled on the cold path.
+template <auto Fn, class... A>
+void Endpoint::post_retry(const char* call, ssize_t first, A... args)
+{
+    auto again = [&] { return Fn(ep_, args...); };
+    using Again = decltype(again);
+    post_slow(call, first, [](void* p) -> ssize_t { return (*static_cast<Again*>(p))(); },
+              &again);
+}
+
+template <auto Fn, class... A>
+[[gnu::always_inline]] inline void Endpoint::post(const char* call, A... args)
+{
+    if (ep_ == nullptr) [[unlikely]]
+        closed_error(call);
+    const ssize_t r = Fn(ep_, args...);
+    if (r != 0) [[unlikely]]
+        post_retry<Fn>(call, r, args...);
+}
+
+inline void Endpoint::write(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                            void* context, Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("write", Op::write, src.len, context))
+            return;
+    if (src.len <= inject_size_) {
+        post<fi_inject_write>("fi_inject_write", src.addr, src.len, peer.addr, addr, dst.key());
+        complete_locally(Op::write, context, src.len);
+        return;
+    }
+    q_->keep_source(src);
+    post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
+    ++q_->in_flight_;
+}
+
+inline void Endpoint::read(Local dst, const RemoteRegion& src, std::uint64_t offset,
+                           void* context, Peer peer)
+{
+    const std::uint64_t addr = src.read_address(offset, dst.len);
+    if (dst.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("read", Op::read, dst.len, context))
+            return;
+    q_->keep_sink(dst);
+    if (unflushed_) [[unlikely]]
+        flush_before_read(src, offset, peer);
+    post<fi_read>("fi_read", dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
+    ++q_->in_flight_;
+}
+
+inline void Endpoint::write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
+                                   std::uint64_t offset, Peer peer)
+{
+    if (src.size() > inject_size_) [[unlikely]]
+        inject_too_big(src.size());
+    const std::uint64_t addr = dst.write_address(offset, src.size());
+    post<fi_inject_write>("fi_inject_write", src.data(), src.size(), peer.addr, addr, dst.key());
+}
+
+inline void Endpoint::write_notify(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                                   std::uint32_t value, void* context, Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len > max_transfer_) [[unlikely]]
+        (void)odd_length("write_notify", Op::write, src.len, context);
+    if (framed_) [[unlikely]] { // no CQ data: a write and a message
+        write_notify_framed(src, addr, dst.key(), value, context, peer);
+        return;
+    }
+    if (src.len <= inject_size_) {
+        post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value | notify_bits_,
+                                  peer.addr, addr, dst.key());
+        complete_locally(Op::write, context, src.len);
+        unflushed_ = queue_bypassing_reads_; // a read must not overtake it (Quirks)
+        return;
+    }
+    q_->keep_source(src);
+    post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value | notify_bits_,
+                       peer.addr, addr, dst.key(), context);
+    ++q_->in_flight_;
+}
+
+} // namespace weft
