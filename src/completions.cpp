@@ -245,10 +245,7 @@ std::size_t Completions::drain(std::span<Completion> out)
         for (std::size_t i = 0; i < n; ++i) {
             if (!translate(entries[i], out[m]))
                 continue;
-            if (out[m].op == Op::notify)
-                out[m].peer = tagged_notify_ ? tagged_peer(entries[i].data) : source_peer(from[i]);
-            else if (out[m].op == Op::recv)
-                out[m].peer = tagged_messages_ ? tagged_peer(entries[i].data) : source_peer(from[i]);
+            name_source(out[m], entries[i], from[i]);
             ++m;
         }
     } else {

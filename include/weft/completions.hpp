@@ -246,6 +246,17 @@ private:
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).
     bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_ && !sleeping_; }
+    /// wait(context)'s fast path also serves a queue that names sources
+    /// (spin_one reads them): the awaited entry needs none, the others get theirs.
+    bool plain_wait() const noexcept { return lent_.empty() && !credits_ && !sleeping_; }
+    /// A notification's or message's peer, from its CQ data or its source.
+    void name_source(Completion& c, const fi_cq_data_entry& e, fi_addr_t from) const
+    {
+        if (c.op == Op::notify)
+            c.peer = tagged_notify_ ? tagged_peer(e.data) : source_peer(from);
+        else if (c.op == Op::recv)
+            c.peer = tagged_messages_ ? tagged_peer(e.data) : source_peer(from);
+    }
     bool holds(Op op) noexcept
     {
         for (std::size_t i = 0; i < deferred_.size(); ++i)
@@ -344,12 +355,16 @@ template <class Accept>
     for (std::uint32_t spins = 1;; ++spins) {
         activity_.note();
         fi_cq_data_entry e;
-        if (read_cq(&e, 1) == 1) {
+        fi_addr_t from = FI_ADDR_NOTAVAIL;
+        if ((sources_ ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 1) {
             if (std::optional<Completion> c = accept(e)) [[likely]]
                 return c;
             Completion c;
-            if (translate(e, c))
+            if (translate(e, c)) {
+                if (sources_)
+                    name_source(c, e, from);
                 deferred_.push_back(c); // the slow path finds it there
+            }
             return std::nullopt;
         }
         if ((spins & clock_every) == 0) [[unlikely]] {
@@ -387,7 +402,7 @@ inline Completion Completions::wait(void* context, Deadline deadline)
         return deferred_.pop_front();
     // One operation in flight, the common case: nothing held back, and the
     // next entry is this one.
-    if (deferred_.empty() && plain()) [[likely]] {
+    if (deferred_.empty() && plain_wait()) [[likely]] {
         const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
             if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
                 --in_flight_;
