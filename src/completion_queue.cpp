@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,26 @@ bool CompletionQueue::trywait() noexcept
 {
     fid_t fids[] = {&fid_->fid};
     return fd_ >= 0 && fi_trywait(domain_->fabric()->get(), fids, 1) == 0;
+}
+
+void CompletionQueue::empty_out() noexcept
+{
+    // A read that returns nothing may still have handled up to 32 of the
+    // layer's own entries (ofi_rxm's credits and acknowledgements): the queue
+    // counts as empty after several quiet reads in a row.
+    constexpr int quiet_reads = 16;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    std::array<fi_cq_data_entry, 32> entries;
+    for (int quiet = 0; quiet < quiet_reads && std::chrono::steady_clock::now() < until;) {
+        const ssize_t r = fi_cq_read(fid_.get(), entries.data(), entries.size());
+        if (r == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            (void)fi_cq_readerr(fid_.get(), &err, 0);
+        }
+        quiet = r == -FI_EAGAIN || r == 0 ? quiet + 1 : 0;
+        if (r < 0 && r != -FI_EAGAIN && r != -FI_EAVAIL)
+            return; // the queue itself failed: nothing more to read
+    }
 }
 
 bool CompletionQueue::sleep(int ms) noexcept

@@ -65,6 +65,8 @@ void Endpoint::close() noexcept
         abandon(fmt::format("its progress thread did not return from the provider within {} ms "
                             "(shm spins forever on a lock a killed peer held)",
                             ProgressThread::grace.count()));
+    else if (last && providers::is_layered(provider()))
+        completions_->queue()->empty_out(); // see CompletionQueue::empty_out
     ep_owner_.reset();
     ep_ = nullptr;
     if (last)

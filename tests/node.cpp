@@ -4,6 +4,7 @@
 // by one thread; peers are Nodes in other threads of this process.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -277,4 +278,48 @@ TEST_CASE("node: peers of separate Nodes cannot reach each other's memory", "[no
     CHECK(std::memcmp(sink->data(), visible->data(), 64) == 0);
     INFO("the other Node's region: " << refused);
     CHECK_FALSE(refused.empty());
+}
+
+TEST_CASE("node: a Node closed with messages it never read closes cleanly", "[node][msg][close]")
+{
+    // ofi_rxm (libfabric 1.17) handled such messages after closing their
+    // connection and reposted their buffers on the freed endpoint: a crash in
+    // fi_close on verbs, made certain by the lab's MALLOC_PERTURB_ (freed
+    // memory overwritten). CompletionQueue::empty_out reads them first.
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    constexpr int unread = 4;
+    const Options o = test::options_for(c);
+    auto sender = Node::open(o);
+    Options polled = o; // no progress thread that would read the messages
+    polled.progress = Progress::polling;
+    auto closer = Node::open_like(polled, sender->address());
+    const PeerId to_sender = closer->add_peer(sender->address());
+    const PeerId to_closer = sender->add_peer(closer->address());
+    std::atomic<bool> sent{false};
+    test::Target target([&](const std::atomic<bool>& done) {
+        (void)sender->wait_for(Op::recv, to_closer, soon(60s)); // the closer's hello
+        auto src = sender->allocate(64, Access::local);
+        std::array<int, unread> ctx{};
+        for (int i = 0; i < unread; ++i)
+            sender->send(to_closer, src->slice(0, 64), &ctx[i]);
+        for (auto& x : ctx)
+            (void)sender->wait(&x, soon(60s)); // in the closer's queue
+        sent = true;
+        while (!done)
+            sender->progress(); // the closer's departure may show here
+    });
+    auto hello = closer->allocate(64, Access::local);
+    int ctx = 0;
+    closer->send(to_sender, hello->slice(0, 64), &ctx); // iWARP: the initiator speaks first
+    (void)closer->wait(&ctx, soon(60s));
+    const auto until = soon(60s);
+    while (!sent && !until.expired()) // not reading its queue meanwhile
+        std::this_thread::sleep_for(1ms);
+    REQUIRE(sent);
+    std::this_thread::sleep_for(50ms);
+    hello.reset();
+    closer.reset(); // with 4 messages unread
+    REQUIRE(target.finish().empty());
 }

@@ -52,6 +52,15 @@ public:
     /// queue (fi_cq_read with a count of 0). Needed when data progress is MANUAL.
     void progress() noexcept { (void)fi_cq_read(fid_.get(), nullptr, 0); }
 
+    /// Reads the queue until it stays empty (at most 100 ms), dropping every
+    /// entry and error entry: for the last endpoint bound to it, just before
+    /// that endpoint closes. ofi_rxm (libfabric 1.17) handles the messages its
+    /// connections received but nobody read *after* closing each connection,
+    /// and reposts their receive buffers on the endpoint it has just freed
+    /// (`rxm_close_conn`: fi_close, then `rxm_flush_msg_cq`): a crash in
+    /// fi_close, seen on siw in the lab (tests/server_peers.cpp).
+    void empty_out() noexcept;
+
     /// The descriptor that turns readable when something arrives (-1 unless
     /// opened sleepable). Sleep on it only after trywait() said so.
     int fd() const noexcept { return fd_; }
