@@ -144,6 +144,7 @@ PeerId Node::new_peer()
     const auto index = static_cast<std::uint32_t>(peers_.size());
     peers_.emplace_back();
     routes_.emplace_back();
+    route_count_ = static_cast<std::uint32_t>(routes_.size());
     return PeerId{index};
 }
 

@@ -107,11 +107,13 @@ public:
     /// while it waits, so a peer's flush never waits for it.
     void barrier(Deadline deadline);
 
-    // Data path to the peer (Node's). A failure says what it means for the
+    // Data path to the peer (Node's), inlined into the caller so that the
+    // layers add no call of their own. A failure says what it means for the
     // peer: Error::peer_lost() when the peer has gone (its side channel
     // closed), or, when it is still there, that it most likely refused the
     // access.
-    void write(Local src, const RemoteRegion& dst, std::uint64_t off, void* ctx) const
+    [[gnu::always_inline]] void write(Local src, const RemoteRegion& dst, std::uint64_t off,
+                                      void* ctx) const
     {
         try {
             live("Connection::write").write(peer_id_, src, dst, off, ctx);
@@ -119,7 +121,8 @@ public:
             explain(e);
         }
     }
-    void read(Local dst, const RemoteRegion& src, std::uint64_t off, void* ctx) const
+    [[gnu::always_inline]] void read(Local dst, const RemoteRegion& src, std::uint64_t off,
+                                     void* ctx) const
     {
         try {
             live("Connection::read").read(peer_id_, dst, src, off, ctx);
@@ -127,8 +130,9 @@ public:
             explain(e);
         }
     }
-    void write_notify(Local src, const RemoteRegion& dst, std::uint64_t off, std::uint32_t value,
-                      void* ctx) const
+    [[gnu::always_inline]] void write_notify(Local src, const RemoteRegion& dst,
+                                             std::uint64_t off, std::uint32_t value,
+                                             void* ctx) const
     {
         try {
             live("Connection::write_notify").write_notify(peer_id_, src, dst, off, value, ctx);
@@ -136,7 +140,7 @@ public:
             explain(e);
         }
     }
-    void send(Local src, void* ctx) const
+    [[gnu::always_inline]] void send(Local src, void* ctx) const
     {
         try {
             live("Connection::send").send(peer_id_, src, ctx);
@@ -165,7 +169,7 @@ public:
     }
 
 private:
-    Node& live(const char* call) const
+    [[gnu::always_inline]] Node& live(const char* call) const
     {
         if (!node_) [[unlikely]]
             moved_from(call);

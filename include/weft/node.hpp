@@ -117,30 +117,31 @@ public:
     std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access);
 
     // ---- data path (Endpoint's, to a peer; a MSG peer is connected first) ----
-    void write(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
-               void* context)
+    [[gnu::always_inline]] void write(PeerId peer, Local src, const RemoteRegion& dst,
+                                      std::uint64_t offset, void* context)
     {
-        const Use use(*this, "Node::write");
+        const Use use(*this, "Node::write", Use::Reap::no);
         auto& r = route(peer, "write");
         r.ep->write(src, dst, offset, context, Peer{r.addr});
     }
-    void read(PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
-              void* context)
+    [[gnu::always_inline]] void read(PeerId peer, Local dst, const RemoteRegion& src,
+                                     std::uint64_t offset, void* context)
     {
-        const Use use(*this, "Node::read");
+        const Use use(*this, "Node::read", Use::Reap::no);
         auto& r = route(peer, "read");
         r.ep->read(dst, src, offset, context, Peer{r.addr});
     }
-    void write_notify(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
-                      std::uint32_t value, void* context)
+    [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,
+                                             std::uint64_t offset, std::uint32_t value,
+                                             void* context)
     {
-        const Use use(*this, "Node::write_notify");
+        const Use use(*this, "Node::write_notify", Use::Reap::no);
         auto& r = route(peer, "write_notify");
         r.ep->write_notify(src, dst, offset, value, context, Peer{r.addr});
     }
-    void send(PeerId peer, Local src, void* context)
+    [[gnu::always_inline]] void send(PeerId peer, Local src, void* context)
     {
-        const Use use(*this, "Node::send");
+        const Use use(*this, "Node::send", Use::Reap::no);
         auto& r = route(peer, "send");
         r.ep->send(src, context, Peer{r.addr});
     }
@@ -175,14 +176,20 @@ public:
     Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
 
     /// Holds the Node for the calling thread for a scope (nested scopes of one
-    /// thread are free); another thread's call meanwhile is refused.
+    /// thread are free); another thread's call meanwhile is refused. The
+    /// first hold also removes the peers retire_peer() left for later, except
+    /// on the posting calls (Reap::no), which only need their own peer.
     class Use {
     public:
-        Use(Node& node, const char* call)
+        enum class Reap : bool { no, yes };
+        Use(Node& node, const char* call, Reap reap = Reap::yes)
             : node_(node)
         {
             if (!enter()) [[unlikely]]
                 busy(call);
+            if (reap == Reap::yes && outer_ &&
+                node_.retired_flag_.load(std::memory_order_relaxed)) [[unlikely]]
+                node_.reap_retired();
         }
         /// Does not refuse: false (operator bool) when another thread is inside.
         Use(Node& node, std::try_to_lock_t) noexcept
@@ -207,8 +214,6 @@ public:
             std::uintptr_t expected = 0;
             if (node_.user_.compare_exchange_strong(expected, me, std::memory_order_acquire)) [[likely]] {
                 outer_ = true;
-                if (node_.retired_flag_.load(std::memory_order_relaxed)) [[unlikely]]
-                    node_.reap_retired();
                 return true;
             }
             return expected == me; // nested in this thread's own call
@@ -239,9 +244,9 @@ private:
         bool established = false;        // MSG: FI_CONNECTED arrived
     };
 
-    Route& route(PeerId peer, const char* call)
+    [[gnu::always_inline]] Route& route(PeerId peer, const char* call)
     {
-        if (peer.index < routes_.size() && routes_[peer.index].ep) [[likely]]
+        if (peer.index < route_count_ && routes_[peer.index].ep) [[likely]]
             return routes_[peer.index];
         return route_slow(peer, call);
     }
@@ -276,6 +281,7 @@ private:
     std::shared_ptr<Endpoint> rdm_;           // RDM
     std::vector<PeerEntry> peers_;
     std::vector<Route> routes_;               // the fast path's one indexed load
+    std::uint32_t route_count_ = 0;           // routes_.size(), without the division
     std::unordered_map<std::uint64_t, std::uint32_t> by_instance_;
     std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
