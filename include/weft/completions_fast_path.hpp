@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+/// @brief Completions' fast paths (poll, wait for one operation, wait for an
+/// op), inline so that a wait that finds its completion at once costs no call
+/// into libweft.so. Included by weft/completions.hpp; not a header of its own.
+#pragma once
+
+#include "weft/completions.hpp"
+
+namespace weft {
+
+// ---- The fast paths, inline like libfabric's own fi_cq_read(): the call into
+// libweft.so costs more than weft's checks. Everything unusual is out of line
+// in src/completions.cpp. ----
+
+inline std::size_t Completions::poll(std::span<Completion> out)
+{
+    // Nothing held back: read the queue straight; an empty queue (a spinning
+    // poller's usual answer) costs one compare more than fi_cq_read.
+    if (deferred_.empty() && plain() && !out.empty()) [[likely]] {
+        activity_.note();
+        std::array<fi_cq_data_entry, poll_batch> entries;
+        const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
+        return n == 0 ? 0 : take_entries(entries.data(), n, out);
+    }
+    return poll_slow(out);
+}
+
+/// The waits' fast path: spins on the queue one entry at a time. The first
+/// entry is returned as `accept` makes it, or kept for the slow path (which
+/// also owns the deadline: nothing comes back once it passed).
+template <class Accept>
+[[gnu::always_inline]] inline std::optional<Completion> Completions::spin_one(Accept&& accept,
+                                                                             Deadline deadline)
+{
+    for (std::uint32_t spins = 1;; ++spins) {
+        activity_.note();
+        fi_cq_data_entry e;
+        fi_addr_t from = FI_ADDR_NOTAVAIL;
+        if ((sources_ ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 1) {
+            if (std::optional<Completion> c = accept(e)) [[likely]]
+                return c;
+            Completion c;
+            if (translate(e, c)) {
+                if (sources_)
+                    name_source(c, e, from);
+                deferred_.push_back(c); // the slow path finds it there
+            }
+            return std::nullopt;
+        }
+        if ((spins & clock_every) == 0) [[unlikely]] {
+            if (idle_hook_)
+                idle_hook_(idle_arg_);
+            if (deadline.expired()) {
+                spun_out_ = true; // the slow path tells this from a deadline passed on entry
+                return std::nullopt;
+            }
+        }
+    }
+}
+
+inline Completion Completions::wait_for(Op op, Deadline deadline)
+{
+    // A notification and none held back: the next entry is usually it (a
+    // write_notify ping-pong).
+    if (op == Op::notify && plain() && !notify_peer_bits_ && !holds(Op::notify)) [[likely]] {
+        const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
+                return Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
+            return std::nullopt;
+        };
+        if (auto c = spin_one(notify, deadline))
+            return *c;
+    }
+    return wait_for_slow(op, deadline);
+}
+
+inline Completion Completions::wait(void* context, Deadline deadline)
+{
+    // An inject's completion, reported by weft itself, waits at the front.
+    if (!deferred_.empty() && lent_.empty() && deferred_[0].context == context &&
+        deferred_[0].op != Op::recv && deferred_[0].op != Op::notify)
+        return deferred_.pop_front();
+    // One operation in flight, the common case: nothing held back, and the
+    // next entry is this one.
+    if (deferred_.empty() && plain_wait()) [[likely]] {
+        const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
+            if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
+                --in_flight_;
+                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+            }
+            return std::nullopt;
+        };
+        if (auto c = spin_one(mine, deadline))
+            return *c;
+    }
+    return wait_slow(context, deadline);
+}
+
+} // namespace weft
