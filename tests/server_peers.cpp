@@ -69,6 +69,32 @@ std::vector<RemoteRegion> expose_clients(Clients& c,
     return theirs;
 }
 
+/// A Server and `n` clients; client i exposes 4 KiB of its pattern (seed + i)
+/// and server end j has learnt its own client's region (theirs[j]).
+struct Exposed {
+    std::vector<std::shared_ptr<MemoryRegion>> regions; // outlive the connections
+    Server server;
+    Clients pair;
+    std::vector<RemoteRegion> theirs;
+
+    Exposed(const Options& o, int n, std::uint64_t seed)
+        : server(o, test::test_address(), 0), pair(connect_many(server, o, n)),
+          theirs(expose_clients(pair, regions, seed))
+    {
+    }
+};
+
+/// The passive side while server ends read their clients: a thread that
+/// drives every client's Node until the test is done.
+test::Target progress_all(std::vector<Connection>& clients)
+{
+    return test::Target([&clients](const std::atomic<bool>& done) {
+        while (!done)
+            for (auto& cl : clients)
+                cl.node().progress();
+    });
+}
+
 constexpr std::uint32_t per_client = 64;
 
 /// Client `id`'s k-th value: its id and the sequence number.
@@ -151,18 +177,11 @@ TEST_CASE("server: closing one Connection ends that client only", "[server][clos
     const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
-    const Options o = test::options_for(c);
-    std::vector<std::shared_ptr<MemoryRegion>> exposed; // outlive the connections
-    Server server(o, test::test_address(), 0);
-    Clients pair = connect_many(server, o, 3);
-    auto& [ends, clients] = pair;
     // Pair the ends: each server end learns its client's region, and reads it.
-    std::vector<RemoteRegion> theirs = expose_clients(pair, exposed, 7);
-    const test::Target passive([&](const std::atomic<bool>& done) {
-        while (!done)
-            for (auto& cl : clients)
-                cl.node().progress();
-    });
+    Exposed x(test::options_for(c), 3, 7);
+    auto& [ends, clients] = x.pair;
+    auto& theirs = x.theirs;
+    const test::Target passive = progress_all(clients);
     auto read_all = [&](std::size_t j) {
         auto sink = ends[j].allocate(4096, Access::local);
         int ctx = 0;
@@ -192,32 +211,21 @@ TEST_CASE("server: two threads on two Connections of one Server work or are refu
     const auto c = test::each_cell();
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
-    const Options o = test::options_for(c);
-    std::vector<std::shared_ptr<MemoryRegion>> exposed; // outlive the connections
-    Server server(o, test::test_address(), 0);
-    Clients pair = connect_many(server, o, 2);
-    auto& [ends, clients] = pair;
-    std::vector<RemoteRegion> theirs = expose_clients(pair, exposed, 40);
+    Exposed x(test::options_for(c), 2, 40);
+    auto& [ends, clients] = x.pair;
+    const auto& theirs = x.theirs;
     // The reference: what each end reads with nobody else in its Node.
     std::vector<std::vector<std::byte>> expected;
     std::vector<std::shared_ptr<MemoryRegion>> sinks;
     for (std::size_t j = 0; j < ends.size(); ++j) {
         sinks.push_back(ends[j].allocate(4096, Access::local));
         int ctx = 0;
-        const test::Target passive([&](const std::atomic<bool>& done) {
-            while (!done)
-                for (auto& cl : clients)
-                    cl.node().progress();
-        });
+        const test::Target passive = progress_all(clients);
         ends[j].read(sinks[j]->slice(0, 4096), theirs[j], 0, &ctx);
         (void)ends[j].wait(&ctx, soon());
         expected.emplace_back(sinks[j]->data(), sinks[j]->data() + 4096);
     }
-    const test::Target passive([&](const std::atomic<bool>& done) {
-        while (!done)
-            for (auto& cl : clients)
-                cl.node().progress();
-    });
+    const test::Target passive = progress_all(clients);
     // Both ends at once, each from its own thread: a call either works or is
     // refused before it reaches the provider (UsageError, FI_EBUSY, naming
     // the rule); a refused call is made again until it goes through.
