@@ -199,26 +199,33 @@ double median(std::vector<double> v)
 int aggregate(const std::string& self, const Config& c, const std::string& kind,
               const std::vector<int>& counts, int repeats)
 {
-    std::printf("%s (%s): N clients into one server over one Node, 64 KiB writes and 8 B "
-                "messages, 16 in flight per client; medians of %d runs\n",
+    std::printf("%s (%s): N clients into one server, 64 KiB writes and 8 B messages, 16 in "
+                "flight per client; medians of %d runs, weft (a Node) and raw libfabric "
+                "alternating\n",
                 c.provider.c_str(), kind.c_str(), repeats);
-    std::printf("%8s %12s %14s\n", "clients", "write MB/s", "messages/s");
+    std::printf("%8s %12s %12s %7s %14s %14s %7s\n", "clients", "weft MB/s", "raw MB/s", "ratio",
+                "weft msg/s", "raw msg/s", "ratio");
     for (const int n : counts) {
-        std::vector<double> mb, msgs;
-        for (int rep = 0; rep < repeats; ++rep) {
-            const std::string cmd = fmt::format("'{}' --hub weft --aggregate -p '{}' -k {} -n {}",
-                                                self, c.provider, kind, n);
-            FILE* p = ::popen(cmd.c_str(), "r");
-            double v[2] = {};
-            const int got = p ? std::fscanf(p, "%lf %lf", &v[0], &v[1]) : 0;
-            if (p)
-                ::pclose(p);
-            if (got != 2)
-                throw std::runtime_error(fmt::format("the hub with {} clients failed", n));
-            mb.push_back(v[0]);
-            msgs.push_back(v[1]);
-        }
-        std::printf("%8d %12.0f %14.0f\n", n, median(mb), median(msgs));
+        std::map<std::string, std::vector<double>> mb, msgs;
+        for (int rep = 0; rep < repeats; ++rep)
+            for (const char* impl : {"weft", "raw"}) {
+                const std::string cmd = fmt::format("'{}' --hub {} --aggregate -p '{}' -k {} -n {}",
+                                                    self, impl, c.provider, kind, n);
+                FILE* p = ::popen(cmd.c_str(), "r");
+                double v[2] = {};
+                const int got = p ? std::fscanf(p, "%lf %lf", &v[0], &v[1]) : 0;
+                if (p)
+                    ::pclose(p);
+                if (got != 2)
+                    throw std::runtime_error(
+                        fmt::format("the {} hub with {} clients failed", impl, n));
+                mb[impl].push_back(v[0]);
+                msgs[impl].push_back(v[1]);
+            }
+        const double wm = median(mb["weft"]), rm = median(mb["raw"]);
+        const double wn = median(msgs["weft"]), rn = median(msgs["raw"]);
+        std::printf("%8d %12.0f %12.0f %7.2f %14.0f %14.0f %7.2f\n", n, wm, rm, rm > 0 ? wm / rm : 0,
+                    wn, rn, rn > 0 ? wn / rn : 0);
     }
     return 0;
 }
@@ -294,7 +301,7 @@ int main(int argc, char** argv)
     app.add_option("--index", index)->group("");
     app.add_flag("--aggregate", c.aggregate,
                  "instead: aggregate write bandwidth (64 KiB) and 8 B message rate of N clients "
-                 "into one hub (weft only)");
+                 "into one hub, weft and raw libfabric");
     CLI11_PARSE(app, argc, argv);
     c.kind = kind == "msg" ? weft::EndpointKind::msg : weft::EndpointKind::rdm;
     try {

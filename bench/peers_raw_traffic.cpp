@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+// weft-peers-bench --aggregate on raw libfabric: the pattern of
+// peers_traffic.cpp with fi_write and fi_send. Every client writes W x 64 KiB
+// into its own slot of the hub's region (16 in flight), then sends M 8 B
+// messages (16 in flight); the hub reads its queue, posts its receives again
+// and counts the messages.
+#include <poll.h>
+
+#include <array>
+
+#include "peers_raw.hpp"
+
+namespace weft::peers::raw {
+namespace {
+
+constexpr std::size_t chunk = 64 * 1024;
+constexpr int writes = 1000;
+constexpr int messages = 20000;
+constexpr int window = 16;
+
+const std::vector<std::byte> go_writes{std::byte{'w'}};
+const std::vector<std::byte> go_messages{std::byte{'m'}};
+
+/// The hub's region as a client needs it: address (or offset) and key.
+struct Slot {
+    std::uint64_t addr;
+    std::uint64_t key;
+};
+
+/// Posts with `post` until the provider takes it, progressing meanwhile.
+template <class Post>
+void post_until_taken(Raw& me, Post post, const char* what)
+{
+    for (;;) {
+        const ssize_t r = post();
+        if (r == 0)
+            return;
+        if (r != -FI_EAGAIN)
+            ok(static_cast<int>(r), what);
+        (void)fi_cq_read(me.cq, nullptr, 0);
+    }
+}
+
+/// Runs `count` operations with at most `window` in flight, each posted by
+/// `post(context)`; returns when all have completed.
+template <class Post>
+void windowed(Raw& me, int count, Post post, Deadline until)
+{
+    std::array<fi_context, window> contexts{};
+    std::vector<void*> free;
+    for (auto& c : contexts)
+        free.push_back(&c);
+    std::vector<Raw::Got> got;
+    int completed = 0;
+    for (int posted = 0; posted < count || completed < count;) {
+        if (posted < count && !free.empty()) {
+            void* ctx = free.back();
+            free.pop_back();
+            post(ctx);
+            ++posted;
+            continue;
+        }
+        completed += me.poll(got, &free);
+        got.clear();
+        if (until.expired())
+            throw std::runtime_error("raw client: its operations did not complete in 120 s");
+    }
+}
+
+} // namespace
+
+Traffic traffic_hub(Raw& hub, std::vector<Child>& children)
+{
+    const std::size_t n = children.size();
+    std::vector<char> inbox(n * chunk);
+    fid_mr* mr = nullptr;
+    ok(fi_mr_reg(hub.domain, inbox.data(), inbox.size(), FI_REMOTE_WRITE, 0, hub.next_key++, 0, &mr,
+                 nullptr),
+       "fi_mr_reg");
+    const bool virt = hub.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    const Slot slot{virt ? reinterpret_cast<std::uint64_t>(inbox.data()) : 0, fi_mr_key(mr)};
+    for (auto& child : children)
+        child.channel.send_bytes(std::as_bytes(std::span(&slot, 1)));
+    Traffic t;
+    std::vector<Raw::Got> got;
+    auto start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_writes);
+    std::size_t done = 0;
+    std::vector<pollfd> fds;
+    for (auto& child : children)
+        fds.push_back({child.channel.fd(), POLLIN, 0});
+    while (done < n) {
+        (void)hub.poll(got); // a passive target progresses
+        if (::poll(fds.data(), fds.size(), 0) <= 0)
+            continue;
+        for (auto& f : fds)
+            if (f.revents & POLLIN) {
+                f.fd = -1;
+                ++done;
+            }
+    }
+    for (auto& child : children)
+        (void)child.channel.receive_bytes();
+    const double write_s = std::chrono::duration<double>(Clock::now() - start).count();
+    t.write_mb_s = static_cast<double>(n * writes * chunk) / write_s / 1e6;
+    got.clear();
+    start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_messages);
+    const std::size_t expected = n * messages;
+    const auto until = Deadline::after(std::chrono::seconds(120));
+    while (got.size() < expected) {
+        (void)hub.poll(got);
+        if (until.expired())
+            throw std::runtime_error("the raw hub did not receive every message in 120 s");
+    }
+    t.messages_s = static_cast<double>(expected) /
+                   std::chrono::duration<double>(Clock::now() - start).count();
+    fi_close(&mr->fid);
+    return t;
+}
+
+void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index)
+{
+    const auto wire = channel.receive_bytes();
+    Slot slot{};
+    std::memcpy(&slot, wire.data(), sizeof slot);
+    std::vector<char> src(chunk + 8, static_cast<char>(index));
+    fid_mr* mr = nullptr;
+    ok(fi_mr_reg(me.domain, src.data(), src.size(), FI_WRITE | FI_SEND, 0, me.next_key++, 0, &mr,
+                 nullptr),
+       "fi_mr_reg");
+    fid_ep* ep = me.eps.back(); // RDM: the one; MSG: the connection to the hub
+    const auto until = Deadline::after(std::chrono::seconds(120));
+    (void)channel.receive_bytes(); // go
+    windowed(
+        me, writes,
+        [&](void* ctx) {
+            post_until_taken(
+                me,
+                [&] {
+                    return fi_write(ep, src.data(), chunk, fi_mr_desc(mr), hub,
+                                    slot.addr + index * chunk, slot.key, ctx);
+                },
+                "fi_write");
+        },
+        until);
+    channel.send_bytes(go_writes); // done
+    (void)channel.receive_bytes(); // go
+    windowed(
+        me, messages,
+        [&](void* ctx) {
+            post_until_taken(
+                me, [&] { return fi_send(ep, src.data() + chunk, 8, fi_mr_desc(mr), hub, ctx); },
+                "fi_send");
+        },
+        until);
+    fi_close(&mr->fid);
+}
+
+} // namespace weft::peers::raw
