@@ -18,6 +18,7 @@ struct Config {
     std::string provider;
     EndpointKind kind = EndpointKind::rdm;
     bool aggregate = false;
+    bool polling = false; ///< weft: Progress::polling (no progress thread)
 };
 
 /// This process's resident memory, open descriptors and threads.

@@ -84,6 +84,8 @@ Options options_for(const Config& c)
     o.kind = c.kind;
     o.node = "127.0.0.1";
     o.allow_shm = true;
+    if (c.polling)
+        o.progress = Progress::polling;
     return o;
 }
 
@@ -165,6 +167,8 @@ Result run_hub(const std::string& impl, const Config& c, int n)
                                       std::to_string(i)};
         if (c.aggregate)
             args.emplace_back("--aggregate");
+        if (c.polling)
+            args.emplace_back("--polling");
         std::vector<char*> argv;
         for (auto& a : args)
             argv.push_back(a.data());
@@ -209,8 +213,9 @@ int aggregate(const std::string& self, const Config& c, const std::string& kind,
         std::map<std::string, std::vector<double>> mb, msgs;
         for (int rep = 0; rep < repeats; ++rep)
             for (const char* impl : {"weft", "raw"}) {
-                const std::string cmd = fmt::format("'{}' --hub {} --aggregate -p '{}' -k {} -n {}",
-                                                    self, impl, c.provider, kind, n);
+                const std::string cmd =
+                    fmt::format("'{}' --hub {} --aggregate -p '{}' -k {} -n {}{}", self, impl,
+                                c.provider, kind, n, c.polling ? " --polling" : "");
                 FILE* p = ::popen(cmd.c_str(), "r");
                 double v[2] = {};
                 const int got = p ? std::fscanf(p, "%lf %lf", &v[0], &v[1]) : 0;
@@ -302,6 +307,9 @@ int main(int argc, char** argv)
     app.add_flag("--aggregate", c.aggregate,
                  "instead: aggregate write bandwidth (64 KiB) and 8 B message rate of N clients "
                  "into one hub, weft and raw libfabric");
+    app.add_flag("--polling", c.polling,
+                 "weft's Nodes without a progress thread (Progress::polling): every process "
+                 "here polls its own");
     CLI11_PARSE(app, argc, argv);
     c.kind = kind == "msg" ? weft::EndpointKind::msg : weft::EndpointKind::rdm;
     try {
@@ -333,8 +341,9 @@ int main(int argc, char** argv)
             std::map<std::string, std::vector<std::vector<double>>> runs;
             for (int rep = 0; rep < repeats; ++rep)
                 for (const char* impl : {"weft", "raw"}) {
-                    const std::string cmd = fmt::format("'{}' --hub {} -p '{}' -k {} -n {}", self,
-                                                        impl, c.provider, kind, n);
+                    const std::string cmd =
+                        fmt::format("'{}' --hub {} -p '{}' -k {} -n {}{}", self, impl, c.provider,
+                                    kind, n, c.polling ? " --polling" : "");
                     FILE* p = ::popen(cmd.c_str(), "r");
                     double v[7] = {};
                     const int got = p ? std::fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
