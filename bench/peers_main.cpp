@@ -274,7 +274,8 @@ std::vector<std::byte> Channel::receive_bytes()
 bool Channel::dismissed()
 {
     char c = 0;
-    return ::recv(fd_, &c, 1, MSG_DONTWAIT) == 1;
+    const ssize_t r = ::recv(fd_, &c, 1, MSG_DONTWAIT);
+    return r == 1 || r == 0; // 0: the hub is gone (it failed): nothing left to wait for
 }
 
 void Channel::dismiss()
