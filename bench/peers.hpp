@@ -64,7 +64,18 @@ struct Child {
     void dismiss() { channel.dismiss(); }
 };
 
-/// --aggregate: N clients writing, then sending, into one hub over one Node.
+/// --aggregate: N clients writing, then sending, into one hub. The same
+/// pattern for weft and raw libfabric: each client writes `writes` x `chunk`
+/// bytes into its own slot of the hub's region, then sends `messages` 8 B
+/// messages, `window` in flight; the hub says go on the channel, the client done.
+namespace traffic {
+inline constexpr std::size_t chunk = 64 * 1024;
+inline constexpr int writes = 1000;
+inline constexpr int messages = 20000;
+inline constexpr int window = 16;
+inline const std::vector<std::byte> go_writes{std::byte{'w'}};
+inline const std::vector<std::byte> go_messages{std::byte{'m'}};
+} // namespace traffic
 struct Traffic {
     double write_mb_s = 0;
     double messages_s = 0;

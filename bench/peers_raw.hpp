@@ -194,12 +194,21 @@ struct Raw {
     {
         Buffers& b = *bufs.at(ep);
         std::memcpy(b.send_buffer(), &value, 8);
+        post([&] { return fi_send(eps.at(ep), b.send_buffer(), 8, fi_mr_desc(b.mr), to, &b); },
+             "fi_send");
+    }
+
+    /// Calls `call` (an fi_* post) until the provider takes it, progressing
+    /// meanwhile; other errors throw.
+    template <class Call>
+    void post(Call call, const char* what)
+    {
         for (;;) {
-            const ssize_t r = fi_send(eps.at(ep), b.send_buffer(), 8, fi_mr_desc(b.mr), to, &b);
+            const ssize_t r = call();
             if (r == 0)
                 return;
             if (r != -FI_EAGAIN)
-                ok(static_cast<int>(r), "fi_send");
+                ok(static_cast<int>(r), what);
             (void)fi_cq_read(cq, nullptr, 0);
         }
     }

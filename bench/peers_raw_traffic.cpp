@@ -13,33 +13,13 @@
 namespace weft::peers::raw {
 namespace {
 
-constexpr std::size_t chunk = 64 * 1024;
-constexpr int writes = 1000;
-constexpr int messages = 20000;
-constexpr int window = 16;
-
-const std::vector<std::byte> go_writes{std::byte{'w'}};
-const std::vector<std::byte> go_messages{std::byte{'m'}};
+using namespace traffic;
 
 /// The hub's region as a client needs it: address (or offset) and key.
 struct Slot {
     std::uint64_t addr;
     std::uint64_t key;
 };
-
-/// Posts with `post` until the provider takes it, progressing meanwhile.
-template <class Post>
-void post_until_taken(Raw& me, Post post, const char* what)
-{
-    for (;;) {
-        const ssize_t r = post();
-        if (r == 0)
-            return;
-        if (r != -FI_EAGAIN)
-            ok(static_cast<int>(r), what);
-        (void)fi_cq_read(me.cq, nullptr, 0);
-    }
-}
 
 /// Runs `count` operations with at most `window` in flight, each posted by
 /// `post(context)`; returns when all have completed.
@@ -137,8 +117,7 @@ void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index
     windowed(
         me, writes,
         [&](void* ctx) {
-            post_until_taken(
-                me,
+            me.post(
                 [&] {
                     return fi_write(ep, src.data(), chunk, fi_mr_desc(mr), hub,
                                     slot.addr + index * chunk, slot.key, ctx);
@@ -151,9 +130,8 @@ void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index
     windowed(
         me, messages,
         [&](void* ctx) {
-            post_until_taken(
-                me, [&] { return fi_send(ep, src.data() + chunk, 8, fi_mr_desc(mr), hub, ctx); },
-                "fi_send");
+            me.post([&] { return fi_send(ep, src.data() + chunk, 8, fi_mr_desc(mr), hub, ctx); },
+                    "fi_send");
         },
         until);
     fi_close(&mr->fid);

@@ -13,17 +13,8 @@
 #include "peers.hpp"
 
 namespace weft::peers {
-namespace {
 
-constexpr std::size_t chunk = 64 * 1024;
-constexpr int writes = 1000;
-constexpr int messages = 20000;
-constexpr int window = 16;
-
-const std::vector<std::byte> go_writes{std::byte{'w'}};
-const std::vector<std::byte> go_messages{std::byte{'m'}};
-
-} // namespace
+using namespace traffic;
 
 Traffic traffic_hub(Node& node, std::vector<Child>& children)
 {
