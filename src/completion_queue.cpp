@@ -81,13 +81,17 @@ void CompletionQueue::empty_out() noexcept
     std::array<fi_cq_data_entry, 32> entries;
     for (int quiet = 0; quiet < quiet_reads && std::chrono::steady_clock::now() < until;) {
         const ssize_t r = fi_cq_read(fid_.get(), entries.data(), entries.size());
+        if (r == -FI_EAGAIN) {
+            ++quiet;
+            continue;
+        }
         if (r == -FI_EAVAIL) {
             fi_cq_err_entry err{};
             (void)fi_cq_readerr(fid_.get(), &err, 0);
-        }
-        quiet = r == -FI_EAGAIN || r == 0 ? quiet + 1 : 0;
-        if (r < 0 && r != -FI_EAGAIN && r != -FI_EAVAIL)
+        } else if (r < 0) {
             return; // the queue itself failed: nothing more to read
+        }
+        quiet = 0;
     }
 }
 
