@@ -5,10 +5,8 @@
 #include "weft/endpoint.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include <rdma/fi_atomic.h>
@@ -29,12 +27,8 @@ struct Endpoint::Private {};
 Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options,
                    EndpointKind kind)
     : domain_(std::move(domain)), options_(options), kind_(kind), quirks_(domain_->quirks()),
-      queue_bypassing_reads_(quirks_.reads_overtake_queued_writes)
+      queue_bypassing_reads_(quirks_.reads_overtake_queued_writes), ep_(domain_)
 {
-}
-
-namespace {
-std::atomic<std::size_t> abandoned_count{0};
 }
 
 Endpoint::~Endpoint()
@@ -52,13 +46,13 @@ std::shared_ptr<Endpoint> Endpoint::create(std::shared_ptr<Domain> domain, const
 
 void Endpoint::close() noexcept
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         return;
     // The last endpoint of a queue stops its progress thread first: the thread
     // polls the queue this endpoint is bound to. (No queue yet: the set-up
     // failed before the endpoint was bound.)
     const bool last = q_ && q_->attached_ == 1;
-    if (unclosable_)
+    if (ep_.unclosable())
         abandon("ofi_rxm failed to enable it, and libfabric 1.17 crashes when such an endpoint "
                 "is closed");
     else if (last && !q_->stop_progress())
@@ -67,8 +61,7 @@ void Endpoint::close() noexcept
                             ProgressThread::grace.count()));
     else if (last && providers::is_layered(provider()))
         completions_->queue()->empty_out(); // see CompletionQueue::empty_out
-    ep_owner_.reset();
-    ep_ = nullptr;
+    ep_.close();
     if (last)
         q_->release_all(); // nothing can touch the regions it held now
 }
@@ -78,27 +71,13 @@ void Endpoint::abandon(const std::string& why) noexcept
     // The provider may touch any of these again (a progress thread stuck
     // inside it), or cannot close them: they stay open, reachable from here,
     // for good.
-    static std::mutex m;
-    static auto* graveyard = new std::vector<std::shared_ptr<void>>;
-    const std::lock_guard lock(m);
-    (void)ep_owner_.release();
-    for (std::shared_ptr<void> p : {std::shared_ptr<void>(completions_), std::shared_ptr<void>(av_),
-                                    std::shared_ptr<void>(eq_), std::shared_ptr<void>(slot_mr_),
-                                    std::shared_ptr<void>(scratch_mr_),
-                                    std::shared_ptr<void>(control_mr_),
-                                    std::shared_ptr<void>(domain_)})
-        if (p)
-            graveyard->push_back(std::move(p));
+    std::vector<std::shared_ptr<void>> also{completions_, slots_.region(), scratch_.region(),
+                                            credits_.region()};
     for (auto& h : q_->held())
-        graveyard->push_back(std::move(h));
-    abandoned_count.fetch_add(1, std::memory_order_relaxed);
+        also.push_back(std::move(h));
+    ep_.abandon(also);
     detail::log_warning(fmt::format("{} endpoint abandoned: {}; its libfabric objects stay open",
                                     provider(), why));
-}
-
-std::size_t Endpoint::abandoned() noexcept
-{
-    return abandoned_count.load(std::memory_order_relaxed);
 }
 
 void Endpoint::closed_error(const char* call) const
@@ -110,38 +89,14 @@ void Endpoint::closed_error(const char* call) const
 
 void Endpoint::open_fid(Info owned)
 {
-    fi_info* info = ep_info_.emplace(std::move(owned)).get();
-    // Completions are selective where the provider takes FI_COMPLETION as a
-    // default op flag (write_batch then asks for one every N writes; the plain
-    // calls keep generating them). verbs refuses it (-FI_ENODATA), and ofi_rxm
-    // over verbs never returns the transmit credit of an unsignaled write
-    // (measured on siw: -FI_EAGAIN for good): there every operation completes,
-    // and weft drops the unsignaled ones itself.
-    const auto tx_flags = info->tx_attr->op_flags;
-    const auto rx_flags = info->rx_attr->op_flags;
-    fid_ep* raw = nullptr;
-    detail::check(providers::before_endpoint(provider(), info), "set-up before fi_endpoint",
-                  provider());
-    int ret = -FI_ENODATA;
-    if (!providers::is_layered(provider())) {
-        info->tx_attr->op_flags |= FI_COMPLETION;
-        info->rx_attr->op_flags |= FI_COMPLETION;
-        ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
-    }
-    selective_ = ret == 0;
-    if (!selective_) {
-        info->tx_attr->op_flags = tx_flags;
-        info->rx_attr->op_flags = rx_flags;
-        ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
-    }
-    detail::check(ret, "fi_endpoint", provider());
-    ep_owner_.reset(raw);
-    ep_ = raw;
+    ep_.open(std::move(owned));
+    const fi_info* info = ep_.info();
     const auto* tx = info->tx_attr;
     inject_size_ = tx->inject_size;
     iov_limit_ = std::max<std::size_t>(1, tx->iov_limit);
     rma_iov_limit_ = std::max<std::size_t>(1, tx->rma_iov_limit);
     ordered_saw_ = tx->msg_order & FI_ORDER_SAW;
+    rx_cq_data_ = info->mode & FI_RX_CQ_DATA;
     // Without CQ data (iWARP), notify becomes a message, and messages carry a
     // header so the target can tell the two apart.
     framed_ = info->domain_attr->cq_data_size < sizeof(std::uint32_t);
@@ -197,31 +152,21 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq,
                                std::shared_ptr<Completions> completions)
 {
     const fi_info* info = domain_->info().get();
-    credits_ = uses_credits(quirks_, kind_);
-    const std::size_t count = slot_count(info, options_, credits_);
+    const bool credits = uses_credits(quirks_, kind_);
+    const std::size_t count = slot_count(info, options_, credits);
     completions_ = completions ? std::move(completions) : completions_for(domain_, options_, 1);
     q_ = completions_.get();
     tags_ = q_->attach(this, count);
-    q_->credits_ |= credits_;
-    detail::check(fi_ep_bind(ep_, &q_->queue()->get()->fid,
-                             FI_TRANSMIT | FI_RECV | (selective_ ? FI_SELECTIVE_COMPLETION : 0)),
-                  "fi_ep_bind(cq)", provider());
+    q_->credits_ |= credits;
+    ep_.bind(q_->queue());
     if (kind_ == EndpointKind::msg) {
         eq_ = eq;
-        detail::check(fi_ep_bind(ep_, &eq_->get()->fid, 0), "fi_ep_bind(eq)", provider());
+        ep_.bind(eq_);
     } else {
         av_ = AddressVector::open(domain_);
-        detail::check(fi_ep_bind(ep_, &av_->get()->fid, 0), "fi_ep_bind(av)", provider());
+        ep_.bind(av_);
     }
-    detail::check(providers::before_enable(provider(), ep_), "set-up before fi_enable",
-                  provider());
-    if (const int ret = fi_enable(ep_); ret != 0) {
-        // libfabric 1.17's ofi_rxm leaves an endpoint whose fi_enable failed
-        // half torn down, and fi_close on it crashes (measured on siw): it
-        // stays open instead (see providers/verbs.cpp: before_endpoint).
-        unclosable_ = providers::is_layered(provider());
-        detail::check(ret, "fi_enable", provider());
-    }
+    ep_.enable();
 
     if ((info->caps & FI_ATOMIC) && !quirks_.atomics_unreliable) {
         fi_atomic_attr attr{};
@@ -231,44 +176,39 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq,
     }
 
     // Receive slots: messages and (on FI_RX_CQ_DATA providers) notifications land here.
-    slot_size_ = std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
-    max_message_ = framed_ ? slot_size_ - frame::header_size : slot_size_;
+    const std::size_t slot_size =
+        std::max<std::size_t>(options_.slot_size, frame::header_size + frame::hello_size);
+    max_message_ = framed_ ? slot_size - frame::header_size : slot_size;
     if (info->ep_attr->max_msg_size)
         max_transfer_ = info->ep_attr->max_msg_size;
-    if (credits_)
-        control_mr_ = MemoryRegion::allocate(domain_, 64, Access::remote_write, this);
-    slot_mr_ = MemoryRegion::allocate(domain_, count * slot_size_, Access::local, this);
-    slots_.resize(count);
-    for (std::size_t i = 0; i < count; ++i)
-        slots_[i] = slot_mr_->data() + i * slot_size_;
-
+    if (credits)
+        credits_.open(domain_, this);
+    slots_.allocate(domain_, count, slot_size, this);
     // Scratch: frame headers and atomic operands, one entry per transmit slot.
-    scratch_count_ = std::max<std::size_t>(64, 2 * info->tx_attr->size);
-    scratch_mr_ = MemoryRegion::allocate(domain_, scratch_count_ * sizeof(AtomicScratch),
-                                         Access::local, this);
+    scratch_.allocate(domain_, std::max<std::size_t>(64, 2 * info->tx_attr->size), this);
     post_slots();
     q_->endpoint_enabled();
 }
 
 void Endpoint::post_slots()
 {
-    for (std::uint32_t i = 0; i < slots_.size(); ++i)
+    for (std::uint32_t i = 0; i < slots_.count(); ++i)
         post_recv(i);
 }
 
 void Endpoint::post_recv(std::uint32_t slot)
 {
-    post<fi_recv>("fi_recv", slots_[slot], slot_size_, slot_mr_->desc(), FI_ADDR_UNSPEC,
+    post<fi_recv>("fi_recv", slots_[slot], slots_.size(), slots_.desc(), FI_ADDR_UNSPEC,
                   &tags_[2 + slot]);
 }
 
 void Endpoint::repost(std::uint32_t slot)
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         return;
     post_recv(slot);
-    if (credits_ && !awaiting_hello_) {
-        ++reposted_; // a slot the peer may use again; granted in grant_credits()
+    if (credits_.on() && !hello_.awaiting) {
+        credits_.reposted(); // a slot the peer may use again; granted in grant_credits()
         need_follow_up();
     }
 }
@@ -284,35 +224,26 @@ void Endpoint::need_follow_up()
 void Endpoint::follow_up()
 {
     follow_up_queued_ = false;
-    if (ep_ == nullptr)
+    if (ep_.closed())
         return;
-    if (hello_due_) {
-        hello_due_ = false;
+    if (hello_.due) {
+        hello_.due = false;
         send_hello();
     }
-    if (credits_)
+    if (credits_.on())
         grant_credits();
 }
 
 std::vector<std::byte> Endpoint::name() const
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         closed_error("name");
-    std::vector<std::byte> out(256);
-    std::size_t len = out.size();
-    int ret = fi_getname(&ep_->fid, out.data(), &len);
-    if (ret == -FI_ETOOSMALL) {
-        out.resize(len);
-        ret = fi_getname(&ep_->fid, out.data(), &len);
-    }
-    detail::check(ret, "fi_getname", provider());
-    out.resize(len);
-    return out;
+    return ep_.name();
 }
 
 Peer Endpoint::insert_peer(std::span<const std::byte> peer_name)
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         closed_error("insert_peer");
     if (!av_)
         throw UsageError("insert_peer", -FI_EINVAL, std::string(provider()),
@@ -324,19 +255,19 @@ bool Endpoint::received(const detail::Tag& tag, const fi_cq_data_entry& e, Compl
 {
     const std::uint32_t slot = tag.index;
     std::byte* buf = slots_[slot];
-    if (awaiting_hello_) {
+    if (hello_.awaiting) {
         const bool framed_hello = !framed_ || (e.len >= frame::header_size &&
                                                frame::type_of(buf) == frame::type_hello);
         const std::size_t skip = framed_ ? frame::header_size : 0;
         const bool ok = framed_hello && e.len >= skip && accept_hello(buf + skip, e.len - skip);
-        repost(slot); // not counted: awaiting_hello_ is still set
+        repost(slot); // not counted: hello_.awaiting is still set
         if (!ok)
             detail::throw_error("connect", -EPROTO, provider(),
                                 "the peer's first message is not weft's hello: is the peer a "
                                 "weft program of the same version?");
-        awaiting_hello_ = false;
-        if (exchange_ids_ && !initiator_) { // answered after the drain (not inside it)
-            hello_due_ = true;
+        hello_.awaiting = false;
+        if (hello_.exchange_ids && !hello_.initiator) { // answered after the drain, not inside it
+            hello_.due = true;
             need_follow_up();
         }
         return false;

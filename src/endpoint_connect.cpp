@@ -25,9 +25,7 @@ std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, cons
         auto made = create(domain, options, EndpointKind::msg);
         made->open_fid(info);
         made->bind_and_enable(EventQueue::open(domain->fabric()), completions);
-        detail::check(fi_connect(made->ep_, (*made->ep_info_)->dest_addr, param.data(),
-                                 param.size()),
-                      "fi_connect", made->provider());
+        made->ep_.connect(param);
         auto ev = made->eq_->wait(deadline, "FI_CONNECTED from the server");
         if (ev.type != FI_CONNECTED)
             detail::throw_error("fi_connect", -FI_ECONNREFUSED, made->provider(),
@@ -38,8 +36,8 @@ std::shared_ptr<Endpoint> Endpoint::connect(std::shared_ptr<Domain> domain, cons
     // message is safe everywhere (zrlio/softiwarp#20). With credits, the server
     // answers with its own receive count.
     ep->send_hello();
-    if (ep->credits_) {
-        ep->awaiting_hello_ = true;
+    if (ep->credits_.on()) {
+        ep->hello_.awaiting = true;
         ep->expect_hello(deadline, true);
     }
     return ep;
@@ -54,9 +52,9 @@ std::shared_ptr<Endpoint> Endpoint::accept(std::shared_ptr<Domain> domain,
     if (ev.type != FI_CONNECTED)
         detail::throw_error("fi_accept", -FI_ECONNABORTED, ep->provider(),
                             fmt::format("expected FI_CONNECTED, got {}", event_name(ev.type)));
-    ep->connected_ = true;
+    ep->hello_.connected = true;
     ep->expect_hello(deadline, false);
-    if (ep->credits_)
+    if (ep->credits_.on())
         ep->send_hello();
     return ep;
 }
@@ -68,30 +66,30 @@ std::shared_ptr<Endpoint> Endpoint::begin_accept(std::shared_ptr<Domain> domain,
 {
     auto ep = create(domain, options, EndpointKind::msg);
     ep->open_fid(std::move(*request.info));
-    ep->awaiting_hello_ = true;
+    ep->hello_.awaiting = true;
     ep->bind_and_enable(EventQueue::open(domain->fabric()), std::move(completions));
-    detail::check(fi_accept(ep->ep_, nullptr, 0), "fi_accept", ep->provider());
+    ep->ep_.accept();
     return ep;
 }
 
 bool Endpoint::accept_step()
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         closed_error("accept");
-    if (!connected_) {
+    if (!hello_.connected) {
         auto ev = eq_->read("FI_CONNECTED after accepting");
         if (!ev)
             return false;
         if (ev->type != FI_CONNECTED)
             detail::throw_error("fi_accept", -FI_ECONNABORTED, provider(),
                                 fmt::format("expected FI_CONNECTED, got {}", event_name(ev->type)));
-        connected_ = true;
+        hello_.connected = true;
     }
-    if (awaiting_hello_) {
+    if (hello_.awaiting) {
         q_->stash_some();
-        if (awaiting_hello_)
+        if (hello_.awaiting)
             return false;
-        if (credits_)
+        if (credits_.on())
             send_hello();
     }
     return true;
@@ -104,7 +102,7 @@ std::shared_ptr<Endpoint> Endpoint::open_msg(std::shared_ptr<Domain> domain, Inf
                                              PeerId peer)
 {
     auto ep = create(domain, options, EndpointKind::msg);
-    ep->exchange_ids_ = true;
+    ep->hello_.exchange_ids = true;
     ep->peer_ = peer;
     ep->open_fid(std::move(info));
     ep->bind_and_enable(eq, std::move(completions));
@@ -113,23 +111,22 @@ std::shared_ptr<Endpoint> Endpoint::open_msg(std::shared_ptr<Domain> domain, Inf
 
 void Endpoint::begin_connect(std::span<const std::byte> param)
 {
-    initiator_ = true;
-    detail::check(fi_connect(ep_, (*ep_info_)->dest_addr, param.data(), param.size()),
-                  "fi_connect", provider());
+    hello_.initiator = true;
+    ep_.connect(param);
 }
 
 void Endpoint::begin_accept()
 {
-    awaiting_hello_ = true;
-    detail::check(fi_accept(ep_, nullptr, 0), "fi_accept", provider());
+    hello_.awaiting = true;
+    ep_.accept();
 }
 
 void Endpoint::connected()
 {
-    connected_ = true;
-    if (initiator_) {
+    hello_.connected = true;
+    if (hello_.initiator) {
         send_hello(); // the initiator sends first (iWARP requires it)
-        awaiting_hello_ = true; // the acceptor's hello carries its id of this side
+        hello_.awaiting = true; // the acceptor's hello carries its id of this side
     }
 }
 

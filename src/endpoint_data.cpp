@@ -44,14 +44,6 @@ void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), v
         detail::throw_error(call, static_cast<int>(r), provider());
 }
 
-Endpoint::AtomicScratch* Endpoint::next_scratch() noexcept
-{
-    auto* base = reinterpret_cast<AtomicScratch*>(scratch_mr_->data());
-    auto* s = base + scratch_next_;
-    scratch_next_ = scratch_next_ + 1 == scratch_count_ ? 0 : scratch_next_ + 1;
-    return s;
-}
-
 std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteRegion& dst,
                                   void* context, std::size_t signal_every, Peer peer)
 {
@@ -80,9 +72,9 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
         fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, signal ? context : internal_ctx(), 0};
         // A full queue while a chain is held back (FI_MORE) never drains:
         // retry without FI_MORE, which flushes what was chained so far.
-        if (ep_ == nullptr) [[unlikely]]
+        if (ep_.closed()) [[unlikely]]
             closed_error("write_batch");
-        const ssize_t r = fi_writemsg(ep_, &msg, flags);
+        const ssize_t r = fi_writemsg(ep_.get(), &msg, flags);
         if (r == -FI_EAGAIN)
             post<fi_writemsg>("fi_writemsg", &msg, flags & ~FI_MORE);
         else if (r != 0)
@@ -160,14 +152,14 @@ void Endpoint::await_fence(Deadline deadline, const char* what)
 
 void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         closed_error("flush");
     // Reads are ordered behind earlier writes at the target on every provider
     // but shm, whose reads skip its command queue unless asked for delivery
     // completion (smr_generic_rma in 1.17).
-    auto* sink = reinterpret_cast<std::byte*>(next_scratch());
+    auto* sink = reinterpret_cast<std::byte*>(scratch_.next());
     iovec iov{sink, 1};
-    void* desc = scratch_mr_->desc();
+    void* desc = scratch_.desc();
     fi_rma_iov rma{readable.read_address(0, 1), 1, readable.key()};
     fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, fence_ctx(), 0};
     fence_done_ = false;
@@ -261,10 +253,10 @@ void Endpoint::send(Local src, void* context, Peer peer)
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                           Peer peer)
 {
-    auto* header = reinterpret_cast<std::byte*>(next_scratch());
+    auto* header = reinterpret_cast<std::byte*>(scratch_.next());
     frame::write_header(header, type, value);
     std::array<iovec, 2> iov{iovec{header, frame::header_size}, iovec{payload.addr, payload.len}};
-    std::array<void*, 2> desc{scratch_mr_->desc(), payload.desc};
+    std::array<void*, 2> desc{scratch_.desc(), payload.desc};
     const std::size_t count = payload.len ? 2 : 1;
     if (payload.len)
         q_->keep_source(payload);
@@ -293,12 +285,12 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
         throw UsageError("fetch_add", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
     q_->keep_sink(result);
-    auto* s = next_scratch();
+    auto* s = scratch_.next();
     s->operand = operand;
     const void* buf = quirks_.atomic_operands_by_value
                           ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
                           : &s->operand;
-    post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_mr_->desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
+    post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_.desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
     ++q_->in_flight_;
 }
 
@@ -313,10 +305,10 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
         throw UsageError("compare_swap", -FI_EINVAL, std::string(provider()),
                          "the result buffer must hold 8 bytes");
     q_->keep_sink(result);
-    auto* s = next_scratch();
+    auto* s = scratch_.next();
     s->operand = desired;
     s->compare = expected;
-    void* desc = scratch_mr_->desc();
+    void* desc = scratch_.desc();
     const bool by_value = quirks_.atomic_operands_by_value;
     const void* swap =
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(desired)) : &s->operand;
@@ -328,7 +320,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
 
 bool Endpoint::odd_length(const char* call, Op op, std::size_t len, void* context)
 {
-    if (ep_ == nullptr)
+    if (ep_.closed())
         closed_error(call);
     if (len == 0) {
         complete_locally(op, context, 0);

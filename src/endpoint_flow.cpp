@@ -22,14 +22,53 @@
 #include "weft/error.hpp"
 
 namespace weft {
+namespace detail {
+
+void CreditWindow::open(const std::shared_ptr<Domain>& domain, const Endpoint* owner)
+{
+    mr_ = MemoryRegion::allocate(domain, 64, Access::remote_write, owner);
+}
+
+std::uint64_t CreditWindow::returned() const noexcept
+{
+    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(mr_->data()))
+        .load(std::memory_order_acquire);
+}
+
+void CreditWindow::encode_block(std::byte* out, std::uint32_t own_slots) const
+{
+    for (std::size_t i = 0; i < 4; ++i)
+        out[i] = static_cast<std::byte>(own_slots >> (8 * i));
+    const auto counter = mr_->remote().encode();
+    std::memcpy(out + 4, counter.data(), counter.size());
+}
+
+bool CreditWindow::decode_block(const std::byte* block)
+{
+    std::uint32_t slots = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        slots |= std::uint32_t(std::to_integer<std::uint8_t>(block[i])) << (8 * i);
+    peer_slots_ = slots;
+    peer_counter_ = RemoteRegion::decode(std::span(block + 4, RemoteRegion::wire_size));
+    return slots > 0;
+}
+
+} // namespace detail
+
 namespace {
 
-constexpr std::size_t credit_block = 4 + RemoteRegion::wire_size; // slots + counter region
-
-std::uint64_t load_counter(std::byte* word) noexcept
+void put_u32(std::byte* out, std::uint32_t v) noexcept
 {
-    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(word))
-        .load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < 4; ++i)
+        out[i] = static_cast<std::byte>(v >> (8 * i));
+}
+
+std::uint32_t get_u32(const std::byte* in) noexcept
+{
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(in[i])) << (8 * i);
+    return v;
 }
 
 } // namespace
@@ -40,25 +79,19 @@ void Endpoint::send_hello()
     std::byte* staging = nullptr;
     void* desc = nullptr;
     std::size_t len = frame::hello_size;
-    if (credits_) {
-        staging = control_mr_->data() + 8;
-        desc = control_mr_->desc();
+    if (credits_.on()) {
+        staging = credits_.staging();
+        desc = credits_.desc();
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
-        const auto slots = static_cast<std::uint32_t>(slots_.size());
-        for (int i = 0; i < 4; ++i)
-            staging[frame::hello_size + static_cast<std::size_t>(i)] =
-                static_cast<std::byte>(slots >> (8 * i));
-        const auto counter = control_mr_->remote().encode();
-        std::memcpy(staging + frame::hello_size + 4, counter.data(), counter.size());
-        len += credit_block;
+        credits_.encode_block(staging + len, static_cast<std::uint32_t>(slots_.count()));
+        len += detail::CreditWindow::block_size;
     } else {
-        staging = reinterpret_cast<std::byte*>(next_scratch());
-        desc = scratch_mr_->desc();
+        staging = reinterpret_cast<std::byte*>(scratch_.next());
+        desc = scratch_.desc();
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
     }
-    if (exchange_ids_) { // this side's id of the peer: the peer's notifications carry it
-        for (int i = 0; i < 4; ++i)
-            staging[len + static_cast<std::size_t>(i)] = static_cast<std::byte>(peer_.index >> (8 * i));
+    if (hello_.exchange_ids) { // this side's id of the peer: the peer's notifications carry it
+        put_u32(staging + len, peer_.index);
         len += 4;
     }
     if (framed_) {
@@ -72,24 +105,14 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
 {
     if (len < frame::hello_size || std::memcmp(payload, frame::hello.data(), frame::hello_size) != 0)
         return false;
-    const std::size_t want = frame::hello_size + (credits_ ? credit_block : 0) + (exchange_ids_ ? 4 : 0);
+    const std::size_t want = frame::hello_size +
+                             (credits_.on() ? detail::CreditWindow::block_size : 0) +
+                             (hello_.exchange_ids ? 4 : 0);
     if (len < want)
         return false;
-    if (exchange_ids_) {
-        std::uint32_t id = 0;
-        for (int i = 0; i < 4; ++i)
-            id |= std::uint32_t(std::to_integer<std::uint8_t>(payload[want - 4 + static_cast<std::size_t>(i)])) << (8 * i);
-        notify_bits_ = std::uint64_t{id} << 32;
-    }
-    if (!credits_)
-        return true;
-    const std::byte* block = payload + frame::hello_size;
-    std::uint32_t slots = 0;
-    for (int i = 0; i < 4; ++i)
-        slots |= std::uint32_t(std::to_integer<std::uint8_t>(block[i])) << (8 * i);
-    peer_slots_ = slots;
-    peer_credit_ = RemoteRegion::decode(std::span(block + 4, RemoteRegion::wire_size));
-    return slots > 0;
+    if (hello_.exchange_ids)
+        notify_bits_ = std::uint64_t{get_u32(payload + want - 4)} << 32;
+    return !credits_.on() || credits_.decode_block(payload + frame::hello_size);
 }
 
 void Endpoint::expect_hello(Deadline deadline, bool initiator)
@@ -100,11 +123,11 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
     // other: it spends a credit, and the peer's repost returns it.
     using namespace std::chrono_literals;
     constexpr std::array<std::chrono::milliseconds, frame::max_nudges> nudge_at{20ms, 200ms, 1000ms};
-    const bool nudge = initiator && credits_ && framed_ && quirks_.first_message_can_stall;
+    const bool nudge = initiator && credits_.on() && framed_ && quirks_.first_message_can_stall;
     const auto start = std::chrono::steady_clock::now();
     std::uint32_t nudges = 0;
     std::uint32_t spins = 0;
-    while (awaiting_hello_) {
+    while (hello_.awaiting) {
         q_->stash_some();
         if ((++spins & 255u) != 0)
             continue;
@@ -115,30 +138,19 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
         if (nudge && nudges < nudge_at.size() &&
             std::chrono::steady_clock::now() - start >= nudge_at[nudges]) {
             send_frame(frame::type_nudge, 0, Local{}, internal_ctx(), Peer{});
-            ++sent_;
+            credits_.spend();
             ++nudges;
         }
     }
 }
 
-Endpoint::Credits Endpoint::credits() const noexcept
-{
-    if (!credits_)
-        return {0, 0, 0};
-    return {peer_slots_, sent_, load_counter(control_mr_->data())};
-}
-
 void Endpoint::take_credit()
 {
-    if (!credits_)
+    if (!credits_.on() || credits_.try_take()) [[likely]]
         return;
-    if (sent_ < peer_slots_ + load_counter(control_mr_->data())) [[likely]] {
-        ++sent_;
-        return;
-    }
     const auto deadline = Deadline::after(post_timeout_);
     std::uint32_t spins = 0;
-    while (sent_ >= peer_slots_ + load_counter(control_mr_->data())) {
+    while (!credits_.try_take()) {
         q_->stash_some();
         if ((++spins & 255u) == 0 && deadline.expired())
             detail::throw_error(
@@ -147,24 +159,26 @@ void Endpoint::take_credit()
                             "for {} ms: it must poll its endpoint (messages are held until it "
                             "does; on this transport a message without a posted receive would "
                             "kill the connection)",
-                            peer_slots_,
+                            credits_.peer_slots(),
                             std::chrono::duration_cast<std::chrono::milliseconds>(post_timeout_)
                                 .count()));
     }
-    ++sent_;
 }
 
 void Endpoint::grant_credits()
 {
-    const std::uint64_t threshold = std::max<std::uint64_t>(1, slots_.size() / 4);
-    if (!credits_ || granting_ || reposted_ - granted_ < threshold)
+    const std::uint64_t count =
+        credits_.grant_due(std::max<std::uint64_t>(1, slots_.count() / 4));
+    if (granting_ || count == 0)
         return;
     granting_ = true; // post() may progress, which may come back here
-    auto* value = next_scratch();
-    value->operand = reposted_;
-    const std::uint64_t addr = peer_credit_.write_address(0, sizeof(std::uint64_t));
-    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_mr_->desc(), FI_ADDR_UNSPEC, addr, peer_credit_.key(), internal_ctx());
-    granted_ = reposted_;
+    auto* value = scratch_.next();
+    value->operand = count;
+    const RemoteRegion& counter = credits_.peer_counter();
+    const std::uint64_t addr = counter.write_address(0, sizeof(std::uint64_t));
+    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_.desc(),
+                   FI_ADDR_UNSPEC, addr, counter.key(), internal_ctx());
+    credits_.granted(count);
     granting_ = false;
 }
 

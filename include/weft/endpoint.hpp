@@ -24,6 +24,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_rma.h>
 
+#include "weft/active_endpoint.hpp"
 #include "weft/address_vector.hpp"
 #include "weft/completion_queue.hpp"
 #include "weft/completions.hpp"
@@ -32,10 +33,11 @@
 #include "weft/error.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/memory_region.hpp"
+#include "weft/peer_state.hpp"
 #include "weft/progress.hpp"
 #include "weft/remote_region.hpp"
-#include "weft/ring.hpp"
 #include "weft/options.hpp"
+#include "weft/ring.hpp"
 
 namespace weft {
 
@@ -82,7 +84,7 @@ public:
     void begin_connect(std::span<const std::byte> param);
     void begin_accept();
     void connected();
-    bool ready() const noexcept { return connected_ && !awaiting_hello_ && !hello_due_; }
+    bool ready() const noexcept { return hello_.connected && !hello_.awaiting && !hello_.due; }
     /// A Node's RDM endpoint whose provider misnames sources: every
     /// notification (and, with `messages`, every message) carries `tag` in
     /// the upper 32 bits of its CQ data.
@@ -111,7 +113,7 @@ public:
     const Info& info() const noexcept { return domain_->info(); }
     const Quirks& quirks() const noexcept { return quirks_; }
     std::string_view provider() const noexcept { return domain_->provider(); }
-    fid_ep* get() const noexcept { return ep_; }
+    fid_ep* get() const noexcept { return ep_.get(); }
 
     /// Largest message send() accepts (the receive slot size).
     std::size_t max_message() const noexcept { return max_message_; }
@@ -123,11 +125,11 @@ public:
     /// polls and waits throw UsageError naming the cause; operations in flight
     /// are abandoned (their completions are not reported). Idempotent.
     void close() noexcept;
-    bool closed() const noexcept { return ep_ == nullptr; }
+    bool closed() const noexcept { return ep_.closed(); }
     /// Endpoints in this process closed without closing their libfabric
     /// objects, because their progress thread stayed stuck inside the provider
     /// (see ProgressThread::stop); each was also reported on stderr.
-    static std::size_t abandoned() noexcept;
+    static std::size_t abandoned() noexcept { return ActiveEndpoint::abandoned(); }
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
@@ -135,17 +137,17 @@ public:
     /// (FI_RX_CQ_DATA, as on verbs; or a framed message, as on iWARP): a
     /// target then takes at most Options::rx_slots notifications before it
     /// polls, and a writer beyond them waits (an RC queue pair retries).
-    bool notify_needs_receive() const noexcept
-    {
-        return framed_ || (ep_info_ && ((*ep_info_)->mode & FI_RX_CQ_DATA));
-    }
+    bool notify_needs_receive() const noexcept { return framed_ || rx_cq_data_; }
     bool supports_atomics() const noexcept { return atomics_; }
     /// With credit-based flow control (iWARP): the peer's receive slots, the
     /// messages sent so far and the slots the peer has handed back. All 0 without.
     struct Credits {
         std::uint64_t peer_slots, sent, returned;
     };
-    Credits credits() const noexcept;
+    Credits credits() const noexcept
+    {
+        return {credits_.peer_slots(), credits_.sent(), credits_.on() ? credits_.returned() : 0};
+    }
     bool progress_thread() const noexcept { return q_->progress_thread(); }
     /// How often the progress thread had to drive this idle endpoint (0 without one).
     std::uint64_t progress_drives() const noexcept { return q_->progress_drives(); }
@@ -217,25 +219,25 @@ public:
     /// with the other endpoints bound to it); UsageError once closed.
     std::size_t poll(std::span<Completion> out)
     {
-        if (ep_ == nullptr) [[unlikely]]
+        if (ep_.closed()) [[unlikely]]
             closed_error("poll");
         return q_->poll(out);
     }
     std::optional<Completion> poll_one()
     {
-        if (ep_ == nullptr) [[unlikely]]
+        if (ep_.closed()) [[unlikely]]
             closed_error("poll");
         return q_->poll_one();
     }
     Completion wait(void* context, Deadline deadline)
     {
-        if (ep_ == nullptr) [[unlikely]]
+        if (ep_.closed()) [[unlikely]]
             closed_error("wait");
         return q_->wait(context, deadline);
     }
     Completion wait_for(Op op, Deadline deadline)
     {
-        if (ep_ == nullptr) [[unlikely]]
+        if (ep_.closed()) [[unlikely]]
             closed_error("wait");
         return q_->wait_for(op, deadline);
     }
@@ -261,11 +263,6 @@ public:
 private:
     friend class Completions; // hands slot and fence completions to their endpoint
 
-    struct AtomicScratch {
-        std::uint64_t operand;
-        std::uint64_t compare;
-    };
-
     static std::shared_ptr<Endpoint> create(std::shared_ptr<Domain> domain, const Options& options,
                                             EndpointKind kind);
     void open_fid(Info info);
@@ -281,7 +278,7 @@ private:
     void* internal_ctx() noexcept { return &tags_[0]; }
     void* fence_ctx() noexcept { return &tags_[1]; }
 
-    /// Posts with libfabric's `Fn` (fi_write, fi_inject_write, ...) on ep_:
+    /// Posts with libfabric's `Fn` (fi_write, fi_inject_write, ...) on the endpoint:
     /// one call and a compare; -FI_EAGAIN and errors go out of line.
     template <auto Fn, class... A>
     void post(const char* call, A... args);
@@ -306,7 +303,6 @@ private:
     void post_recv(std::uint32_t slot);
     void take_credit();
     void grant_credits();
-    AtomicScratch* next_scratch() noexcept;
     void send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                     Peer peer);
     [[noreturn]] void unsupported(const char* what) const;
@@ -316,7 +312,6 @@ private:
     bool odd_length(const char* call, Op op, std::size_t len, void* context);
 
     std::shared_ptr<Domain> domain_;
-    std::optional<Info> ep_info_; // providers may keep pointers into it: lives as long as ep_
     Options options_;
     EndpointKind kind_;
     Quirks quirks_;
@@ -325,51 +320,34 @@ private:
     std::span<detail::Tag> tags_;     // [0] internal, [1] fence, then one per receive slot
     std::shared_ptr<EventQueue> eq_;     // MSG
     std::shared_ptr<AddressVector> av_;  // RDM
-    std::shared_ptr<MemoryRegion> slot_mr_;    // receive slots
-    std::shared_ptr<MemoryRegion> scratch_mr_; // frame headers and atomic operands
-    std::vector<std::byte*> slots_;
-    std::size_t slot_size_ = 0;
     std::size_t max_message_ = 0;
     std::size_t max_transfer_ = SIZE_MAX;
     std::size_t inject_size_ = 0;
     std::size_t rma_iov_limit_ = 1;
     std::size_t iov_limit_ = 1;
-    std::size_t scratch_count_ = 0;
-    std::size_t scratch_next_ = 0;
     bool framed_ = false;        // messages carry a header; notify is a message
+    bool rx_cq_data_ = false;    // FI_RX_CQ_DATA: CQ data takes a posted receive
     bool ordered_saw_ = false;   // send after write is ordered
     bool atomics_ = false;
-    bool selective_ = false;     // FI_SELECTIVE_COMPLETION: unsignaled writes complete silently
     Clock::duration post_timeout_ = std::chrono::seconds(10);
-    bool awaiting_hello_ = false; // MSG server: the first message must be weft's hello
-    bool connected_ = false;      // MSG server: FI_CONNECTED arrived
     bool fence_done_ = false;
     // Quirks::reads_overtake_queued_writes: set by a queued (injected)
     // write_notify, cleared by a flush; reads flush first while it is set.
     bool queue_bypassing_reads_ = false;
     bool unflushed_ = false;
-    // Flow control where a message finding no posted receive is fatal (iWARP):
-    // the peer tells us, by RMA write into control_mr_, how many receives it
-    // has reposted; we send only while sent_ < peer_slots_ + that count.
-    bool credits_ = false;
-    bool granting_ = false;
+    bool granting_ = false;         // grant_credits() is posting (and may come back)
     bool follow_up_queued_ = false; // in Completions::follow_ups_
-    // A Node's MSG endpoint: hellos carry ids; the acceptor answers the hello.
-    bool exchange_ids_ = false;
-    bool initiator_ = false;
-    bool unclosable_ = false;     // ofi_rxm failed to enable it: fi_close would crash
-    bool hello_due_ = false;
+
+    // ---- per-peer state (weft/peer_state.hpp) ----
+    detail::ReceiveSlots slots_;
+    detail::Scratch scratch_;
+    detail::CreditWindow credits_; // on where a message without a receive is fatal (iWARP)
+    detail::Handshake hello_;
     PeerId peer_;                   // the Node's id of the peer this endpoint serves
     std::uint64_t notify_bits_ = 0; // the peer's id of this side, in notifications' CQ data
     std::uint64_t send_bits_ = 0;   // the same in messages' CQ data (fi_senddata)
-    std::shared_ptr<MemoryRegion> control_mr_; // [0,8) written by the peer; [8,64) hello staging
-    RemoteRegion peer_credit_;
-    std::uint64_t peer_slots_ = 0;
-    std::uint64_t sent_ = 0;
-    std::uint64_t reposted_ = 0;
-    std::uint64_t granted_ = 0;
-    detail::FidPtr<fid_ep> ep_owner_;
-    fid_ep* ep_ = nullptr;
+
+    ActiveEndpoint ep_; // last: closed first, before what it is bound to
 };
 
 } // namespace weft

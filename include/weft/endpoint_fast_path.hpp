@@ -20,7 +20,7 @@ namespace weft {
 template <auto Fn, class... A>
 void Endpoint::post_retry(const char* call, ssize_t first, A... args)
 {
-    auto again = [&] { return Fn(ep_, args...); };
+    auto again = [&] { return Fn(ep_.get(), args...); };
     using Again = decltype(again);
     post_slow(call, first, [](void* p) -> ssize_t { return (*static_cast<Again*>(p))(); },
               &again);
@@ -29,9 +29,10 @@ void Endpoint::post_retry(const char* call, ssize_t first, A... args)
 template <auto Fn, class... A>
 [[gnu::always_inline]] inline void Endpoint::post(const char* call, A... args)
 {
-    if (ep_ == nullptr) [[unlikely]]
+    fid_ep* ep = ep_.get();
+    if (ep == nullptr) [[unlikely]]
         closed_error(call);
-    const ssize_t r = Fn(ep_, args...);
+    const ssize_t r = Fn(ep, args...);
     if (r != 0) [[unlikely]]
         post_retry<Fn>(call, r, args...);
 }
