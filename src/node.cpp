@@ -316,12 +316,6 @@ std::optional<Completion> Node::poll_one()
     return std::nullopt;
 }
 
-Completion Node::wait(void* context, Deadline deadline)
-{
-    const Use use(*this, "Node::wait");
-    return q_->wait(context, deadline);
-}
-
 Completion Node::wait_for(Op op, Deadline deadline)
 {
     const Use use(*this, "Node::wait_for");

@@ -266,6 +266,8 @@ private:
     }
     template <class Accept>
     std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
+    template <bool Sources, class Accept>
+    std::optional<Completion> spin(Accept& accept, Deadline deadline);
     std::size_t drain(std::span<Completion> out);
     std::size_t translate_all(const fi_cq_data_entry* entries, std::size_t n,
                               std::span<Completion> out);

@@ -27,21 +27,30 @@ inline std::size_t Completions::poll(std::span<Completion> out)
 
 /// The waits' fast path: spins on the queue one entry at a time. The first
 /// entry is returned as `accept` makes it, or kept for the slow path (which
-/// also owns the deadline: nothing comes back once it passed).
+/// also owns the deadline: nothing comes back once it passed). A queue that
+/// names sources (an RDM Node's) reads with fi_cq_readfrom; the choice is made
+/// once per wait, not on every spin.
 template <class Accept>
 [[gnu::always_inline]] inline std::optional<Completion> Completions::spin_one(Accept&& accept,
                                                                              Deadline deadline)
 {
+    return sources_ ? spin<true>(accept, deadline) : spin<false>(accept, deadline);
+}
+
+template <bool Sources, class Accept>
+[[gnu::always_inline]] inline std::optional<Completion> Completions::spin(Accept& accept,
+                                                                         Deadline deadline)
+{
+    fi_addr_t from = FI_ADDR_NOTAVAIL;
     for (std::uint32_t spins = 1;; ++spins) {
         activity_.note();
         fi_cq_data_entry e;
-        fi_addr_t from = FI_ADDR_NOTAVAIL;
-        if ((sources_ ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 1) {
+        if ((Sources ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 1) {
             if (std::optional<Completion> c = accept(e)) [[likely]]
                 return c;
             Completion c;
             if (translate(e, c)) {
-                if (sources_)
+                if (Sources)
                     name_source(c, e, from);
                 deferred_.push_back(c); // the slow path finds it there
             }

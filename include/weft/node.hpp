@@ -153,7 +153,13 @@ public:
     // ---- completions (Completion::peer names the peer of a notification or message) ----
     std::size_t poll(std::span<Completion> out);
     std::optional<Completion> poll_one();
-    Completion wait(void* context, Deadline deadline);
+    /// Inline, as the posting calls: a wait that finds its completion at once
+    /// costs no call of its own.
+    [[gnu::always_inline]] Completion wait(void* context, Deadline deadline)
+    {
+        const Use use(*this, "Node::wait");
+        return q_->wait(context, deadline);
+    }
     Completion wait_for(Op op, Deadline deadline);
     /// The next `op` that `peer` caused; others are kept for later.
     Completion wait_for(Op op, PeerId peer, Deadline deadline);
