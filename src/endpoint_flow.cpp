@@ -37,41 +37,19 @@ std::uint64_t CreditWindow::returned() const noexcept
 
 void CreditWindow::encode_block(std::byte* out, std::uint32_t own_slots) const
 {
-    for (std::size_t i = 0; i < 4; ++i)
-        out[i] = static_cast<std::byte>(own_slots >> (8 * i));
+    frame::put_u32(out, own_slots);
     const auto counter = mr_->remote().encode();
     std::memcpy(out + 4, counter.data(), counter.size());
 }
 
 bool CreditWindow::decode_block(const std::byte* block)
 {
-    std::uint32_t slots = 0;
-    for (std::size_t i = 0; i < 4; ++i)
-        slots |= std::uint32_t(std::to_integer<std::uint8_t>(block[i])) << (8 * i);
-    peer_slots_ = slots;
+    peer_slots_ = frame::get_u32(block);
     peer_counter_ = RemoteRegion::decode(std::span(block + 4, RemoteRegion::wire_size));
-    return slots > 0;
+    return peer_slots_ > 0;
 }
 
 } // namespace detail
-
-namespace {
-
-void put_u32(std::byte* out, std::uint32_t v) noexcept
-{
-    for (std::size_t i = 0; i < 4; ++i)
-        out[i] = static_cast<std::byte>(v >> (8 * i));
-}
-
-std::uint32_t get_u32(const std::byte* in) noexcept
-{
-    std::uint32_t v = 0;
-    for (std::size_t i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(in[i])) << (8 * i);
-    return v;
-}
-
-} // namespace
 
 void Endpoint::send_hello()
 {
@@ -91,7 +69,7 @@ void Endpoint::send_hello()
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
     }
     if (hello_.exchange_ids) { // this side's id of the peer: the peer's notifications carry it
-        put_u32(staging + len, peer_.index);
+        frame::put_u32(staging + len, peer_.index);
         len += 4;
     }
     if (framed_) {
@@ -111,7 +89,7 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
     if (len < want)
         return false;
     if (hello_.exchange_ids)
-        notify_bits_ = std::uint64_t{get_u32(payload + want - 4)} << 32;
+        notify_bits_ = std::uint64_t{frame::get_u32(payload + want - 4)} << 32;
     return !credits_.on() || credits_.decode_block(payload + frame::hello_size);
 }
 

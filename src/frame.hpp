@@ -11,6 +11,7 @@
 #include <rdma/fabric.h>
 
 #include "weft/endpoint.hpp"
+#include "wire.hpp"
 
 namespace weft::frame {
 
@@ -32,24 +33,30 @@ inline constexpr std::array<std::byte, hello_size> hello = {
     std::byte{'w'}, std::byte{'e'}, std::byte{'f'}, std::byte{'t'},
     std::byte{'h'}, std::byte{'i'}, std::byte{1},   std::byte{0}};
 
+/// A little-endian u32 at `p` (headers, hellos, credit blocks).
+inline void put_u32(std::byte* p, std::uint32_t v) noexcept
+{
+    wire::put_le(p, v, 4);
+}
+inline std::uint32_t get_u32(const std::byte* p) noexcept
+{
+    return static_cast<std::uint32_t>(wire::get_le(p, 4));
+}
+
 inline std::uint8_t type_of(const std::byte* h) noexcept
 {
     return std::to_integer<std::uint8_t>(h[1]);
 }
 inline std::uint32_t value_of(const std::byte* h) noexcept
 {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(h[4 + i])) << (8 * i);
-    return v;
+    return get_u32(h + 4);
 }
 inline void write_header(std::byte* h, std::uint8_t type, std::uint32_t value) noexcept
 {
     h[0] = std::byte{version};
     h[1] = std::byte{type};
     h[2] = h[3] = std::byte{0};
-    for (int i = 0; i < 4; ++i)
-        h[4 + i] = static_cast<std::byte>(value >> (8 * i));
+    put_u32(h + 4, value);
 }
 
 } // namespace weft::frame

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "weft/error.hpp"
+#include "wire.hpp"
 
 namespace weft {
 namespace {
@@ -18,27 +19,19 @@ constexpr std::array<std::byte, 4> magic = {std::byte{'W'}, std::byte{'F'}, std:
 
 void put_u64(std::byte* p, std::uint64_t v) noexcept
 {
-    for (int i = 0; i < 8; ++i)
-        p[i] = static_cast<std::byte>(v >> (8 * i));
+    wire::put_le(p, v, 8);
 }
 void put_u32(std::byte* p, std::uint32_t v) noexcept
 {
-    for (int i = 0; i < 4; ++i)
-        p[i] = static_cast<std::byte>(v >> (8 * i));
+    wire::put_le(p, v, 4);
 }
 std::uint64_t get_u64(const std::byte* p) noexcept
 {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-        v |= std::uint64_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
-    return v;
+    return wire::get_le(p, 8);
 }
 std::uint32_t get_u32(const std::byte* p) noexcept
 {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
-    return v;
+    return static_cast<std::uint32_t>(wire::get_le(p, 4));
 }
 
 constexpr auto crc_table = [] {

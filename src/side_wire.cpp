@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "socket.hpp"
+#include "wire.hpp"
 #include "weft/version.hpp"
 
 namespace weft::detail::side {
@@ -19,10 +20,7 @@ constexpr std::uint32_t hello_requires_secret = 1u << 0;
 
 std::uint32_t le(std::span<const std::byte> b)
 {
-    std::uint32_t v = 0;
-    for (std::size_t i = 0; i < b.size(); ++i)
-        v |= std::to_integer<std::uint32_t>(b[i]) << (8 * i);
-    return v;
+    return static_cast<std::uint32_t>(wire::get_le(b.data(), b.size()));
 }
 
 } // namespace
@@ -31,9 +29,8 @@ Header encode_header(Frame type, std::size_t payload_size)
 {
     Header h{};
     std::memcpy(h.data(), magic.data(), magic.size());
-    const auto put = [&](std::size_t at, std::uint64_t v, int n) {
-        for (int i = 0; i < n; ++i)
-            h[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
+    const auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
+        wire::put_le(h.data() + at, v, n);
     };
     put(4, bootstrap_version, 2);
     put(6, static_cast<std::uint16_t>(type), 2);
@@ -89,8 +86,7 @@ std::vector<std::byte> hello_payload(bool requires_secret)
     const std::string_view v = weft::version;
     std::vector<std::byte> out(4 + v.size());
     const std::uint32_t flags = requires_secret ? hello_requires_secret : 0;
-    for (std::size_t i = 0; i < 4; ++i)
-        out[i] = static_cast<std::byte>(flags >> (8 * i));
+    wire::put_le(out.data(), flags, 4);
     std::memcpy(out.data() + 4, v.data(), v.size());
     return out;
 }

@@ -16,6 +16,22 @@
 
 namespace weft::wire {
 
+/// The low `n` bytes of `v` at `p`, little-endian: every fixed-layout field
+/// weft puts on a wire (headers, hellos, credit blocks, descriptors).
+inline void put_le(std::byte* p, std::uint64_t v, std::size_t n) noexcept
+{
+    for (std::size_t i = 0; i < n; ++i)
+        p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+/// `n` little-endian bytes at `p`.
+inline std::uint64_t get_le(const std::byte* p, std::size_t n) noexcept
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        v |= std::uint64_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+    return v;
+}
+
 class Writer {
 public:
     void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
@@ -30,10 +46,10 @@ public:
     const std::vector<std::byte>& data() const noexcept { return out_; }
 
 private:
-    void put(std::uint64_t v, int n)
+    void put(std::uint64_t v, std::size_t n)
     {
-        for (int i = 0; i < n; ++i)
-            out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+        out_.resize(out_.size() + n);
+        put_le(out_.data() + out_.size() - n, v, n);
     }
     std::vector<std::byte> out_;
 };
@@ -82,10 +98,7 @@ private:
     std::uint64_t get(int n)
     {
         need(static_cast<std::size_t>(n));
-        std::uint64_t v = 0;
-        for (int i = 0; i < n; ++i)
-            v |= std::uint64_t(std::to_integer<std::uint8_t>(in_[pos_ + static_cast<std::size_t>(i)]))
-                 << (8 * i);
+        const std::uint64_t v = get_le(in_.data() + pos_, static_cast<std::size_t>(n));
         pos_ += static_cast<std::size_t>(n);
         return v;
     }
