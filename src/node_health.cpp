@@ -141,10 +141,26 @@ void Node::check_watched()
 
 void Node::tend()
 {
-    if (eq_)
+    // On tcp every fi_eq_read is an epoll_wait (its connection manager runs
+    // inside it), and a busy poller tends on every poll. Connection events
+    // are rare: while no connection is being set up, and nobody sleeps on the
+    // queue's descriptor, the event queue is read at most every 100 us.
+    if (eq_ && (!pending_.empty() || epoll_fd_ >= 0 || events_due())) {
         events(); // reaps broken peers too
-    else if (q_->any_broken()) [[unlikely]]
+        return;
+    }
+    if (q_->any_broken()) [[unlikely]]
         reap_broken();
+}
+
+bool Node::events_due() noexcept
+{
+    constexpr auto every = std::chrono::microseconds(100);
+    const auto now = Clock::now();
+    if (now < next_events_)
+        return false;
+    next_events_ = now + every;
+    return true;
 }
 
 void Node::reap_broken()

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-/// @brief An active endpoint (fi_endpoint) and weft's data path: RMA write and
-/// read, write-with-notify, send/receive, inject, scatter-gather and atomics,
-/// with the same code on MSG and RDM endpoints and on every provider.
+/// @brief weft's endpoint: an ActiveEndpoint (the fid_ep itself: open, bind,
+/// enable, connect, accept), the per-peer state beside it (weft/peer_state.hpp:
+/// receive slots, frame scratch, iWARP's credit window, the hello), and the
+/// data path on them: RMA write and read, write-with-notify, send/receive,
+/// inject, scatter-gather and atomics, with the same code on MSG and RDM
+/// endpoints and on every provider.
 ///
 /// Its completions go to a Completions (its own, or one shared with other
 /// endpoints); poll() and the waits here are that object's.

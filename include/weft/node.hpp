@@ -263,6 +263,8 @@ private:
     void idle();
     /// Connection events (MSG) and peers whose operations failed.
     void tend();
+    /// True at most every 100 us: time to read the event queue again.
+    bool events_due() noexcept;
     void reap_broken();
     void check_watched();
     void unwatch(PeerId peer) noexcept;
@@ -300,6 +302,7 @@ private:
     };
     std::vector<Watched> watched_;            // watch(): descriptors whose close loses a peer
     Clock::time_point next_watch_{};
+    Clock::time_point next_events_{};         // tend(): the event queue's next read
     std::atomic<std::uintptr_t> user_{0};     // the thread inside the Node (Use), 0: none
     std::atomic<bool> retired_flag_{false};   // retired_ holds peers to remove
     std::mutex retired_mutex_;
