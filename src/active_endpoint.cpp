@@ -121,6 +121,10 @@ void ActiveEndpoint::abandon(std::span<const std::shared_ptr<void>> also) noexce
     for (const auto& p : also)
         if (p)
             graveyard->push_back(p);
+    if (info_) { // the provider may keep pointers into it
+        graveyard->push_back(std::make_shared<Info>(std::move(*info_)));
+        info_.reset();
+    }
     abandoned_count.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -67,7 +67,7 @@ public:
 
     fid_ep* get() const noexcept { return ep_; }
     bool closed() const noexcept { return ep_ == nullptr; }
-    /// The info it was opened with (null before open()).
+    /// The info it was opened with (null before open() and after abandon()).
     const fi_info* info() const noexcept { return info_ ? info_->get() : nullptr; }
     /// FI_SELECTIVE_COMPLETION: a post without FI_COMPLETION completes silently.
     bool selective() const noexcept { return selective_; }
