@@ -23,4 +23,5 @@
 #include "weft/registration_cache.hpp"
 #include "weft/remote_region.hpp"
 #include "weft/select.hpp"
+#include "weft/store.hpp"
 #include "weft/version.hpp"

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+/// @brief A small key-value store for rendezvous: members of a group publish
+/// what the others need (Node addresses, RemoteRegions, the provider choice)
+/// and wait for what they need. Every blocking call has a deadline.
+///
+/// Implementations: MemoryStore (members are threads of one process) and
+/// FileStore (a directory every member sees). The contract, proven by the same
+/// tests on each (tests/store.cpp):
+///   - set() replaces; get() waits until the key exists, else TimeoutError
+///     naming the key; erase() removes.
+///   - add() is atomic across members: N members adding 1 each see N distinct
+///     results, the last one N. Its value reads back with get() as decimal text.
+///   - barrier(key, size) returns in every one of `size` members once all have
+///     called it with that key; a key serves one barrier.
+/// Keys are 1 to 200 characters; any bytes are values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/deadline.hpp"
+
+namespace weft {
+
+class Store {
+public:
+    virtual ~Store() = default;
+
+    /// Sets `key` to `value`, replacing what was there.
+    virtual void set(std::string_view key, std::span<const std::byte> value) = 0;
+    /// The value of `key`, once it exists; TimeoutError at `deadline`.
+    virtual std::vector<std::byte> get(std::string_view key, Deadline deadline) = 0;
+    /// Several keys, each waited for until the one deadline (gloo's multi-get:
+    /// one call where a member needs every other member's key).
+    virtual std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
+                                                    Deadline deadline);
+    /// Adds `delta` to the integer at `key` (0 when absent), atomically, and
+    /// returns the sum.
+    virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
+    /// True when `key` exists now.
+    virtual bool contains(std::string_view key) = 0;
+    /// Removes `key`; false when it was not there.
+    virtual bool erase(std::string_view key) = 0;
+    /// Returns once `size` members have called it with `key` (its keys are
+    /// `key`/arrived and `key`/open); TimeoutError at `deadline`, saying how
+    /// many had arrived.
+    void barrier(std::string_view key, std::size_t size, Deadline deadline);
+    /// Which store this is, for reports ("in-process store", "file store in /dir").
+    virtual std::string describe() const = 0;
+
+    /// A key's value as text and back, for the common case.
+    void set(std::string_view key, std::string_view text)
+    {
+        set(key, std::as_bytes(std::span(text.data(), text.size())));
+    }
+    std::string get_text(std::string_view key, Deadline deadline);
+
+protected:
+    /// UsageError unless 1 <= size <= 200.
+    static void check_key(std::string_view call, std::string_view key);
+    /// The TimeoutError of a get that waited in vain.
+    [[noreturn]] void timeout(std::string_view key) const;
+};
+
+/// Members are threads of one process, sharing one MemoryStore (the tests'
+/// store, and a group of one).
+class MemoryStore final : public Store {
+public:
+    using Store::get;
+    using Store::set;
+    void set(std::string_view key, std::span<const std::byte> value) override;
+    std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
+    std::int64_t add(std::string_view key, std::int64_t delta) override;
+    bool contains(std::string_view key) override;
+    bool erase(std::string_view key) override;
+    std::string describe() const override { return "in-process store"; }
+
+private:
+    std::mutex m_;
+    std::condition_variable changed_;
+    std::map<std::string, std::vector<std::byte>, std::less<>> kv_;
+};
+
+/// Members share a directory (one host, or a shared file system): a key is a
+/// file, written whole and renamed into place, so a reader never sees half of
+/// it; add() holds an flock on the key's lock file.
+class FileStore final : public Store {
+public:
+    /// Creates `dir` when it does not exist.
+    explicit FileStore(std::string dir);
+    using Store::get;
+    using Store::set;
+    void set(std::string_view key, std::span<const std::byte> value) override;
+    std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
+    std::int64_t add(std::string_view key, std::int64_t delta) override;
+    bool contains(std::string_view key) override;
+    bool erase(std::string_view key) override;
+    std::string describe() const override { return "file store in " + dir_; }
+
+private:
+    std::string path(std::string_view call, std::string_view key) const;
+    void write_whole(const std::string& path, std::span<const std::byte> value);
+
+    std::string dir_;
+};
+
+} // namespace weft

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+// FileStore: a key is a file in a directory every member sees. set() writes a
+// temporary file and renames it into place (a reader sees all of a value or
+// none); add() holds an flock on the key's lock file around its
+// read-modify-write; get() looks again with a growing pause (1 to 10 ms).
+#include "weft/store.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+/// Closes a descriptor when it goes.
+struct Fd {
+    int fd = -1;
+    ~Fd()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+};
+
+[[noreturn]] void fail(std::string_view call, const std::string& path)
+{
+    const int err = errno;
+    detail::throw_error(call, -err, "", fmt::format("{}: check that the store's directory exists "
+                                                    "and is writable by every member",
+                                                    path));
+}
+
+/// The whole file, or false when it does not exist.
+bool read_whole(const std::string& path, std::vector<std::byte>& out)
+{
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0) {
+        if (errno == ENOENT)
+            return false;
+        fail("open", path);
+    }
+    out.clear();
+    std::byte buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(f.fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fail("read", path);
+        }
+        if (n == 0)
+            return true;
+        out.insert(out.end(), buf, buf + n);
+    }
+}
+
+} // namespace
+
+FileStore::FileStore(std::string dir) : dir_(std::move(dir))
+{
+    if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+        fail("mkdir", dir_);
+}
+
+std::string FileStore::path(std::string_view call, std::string_view key) const
+{
+    check_key(call, key);
+    // Letters, digits, '-', '_' and '.' (not leading) as they are, any other
+    // byte as %XX: every key is one file name, at most 250 bytes (NAME_MAX is
+    // 255; the lock file adds ".lock").
+    std::string name;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+        const auto c = static_cast<unsigned char>(key[i]);
+        const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '-' || c == '_' || (c == '.' && i > 0);
+        if (plain)
+            name += static_cast<char>(c);
+        else
+            name += fmt::format("%{:02X}", c);
+    }
+    if (name.size() > 250)
+        throw UsageError(std::string(call), -FI_EINVAL, "",
+                         fmt::format("key '{}' is too long for a file store ({} bytes as a file "
+                                     "name, at most 250)",
+                                     key, name.size()));
+    return dir_ + "/" + name;
+}
+
+void FileStore::write_whole(const std::string& target, std::span<const std::byte> value)
+{
+    static std::atomic<std::uint64_t> serial{0};
+    const std::string tmp = fmt::format("{}/.tmp.{}.{}", dir_, ::getpid(),
+                                        serial.fetch_add(1, std::memory_order_relaxed));
+    {
+        Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+        if (f.fd < 0)
+            fail("open", tmp);
+        for (std::size_t done = 0; done < value.size();) {
+            const ssize_t n = ::write(f.fd, value.data() + done, value.size() - done);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                ::unlink(tmp.c_str());
+                fail("write", tmp);
+            }
+            done += static_cast<std::size_t>(n);
+        }
+    }
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        fail("rename", target);
+    }
+}
+
+void FileStore::set(std::string_view key, std::span<const std::byte> value)
+{
+    write_whole(path("Store::set", key), value);
+}
+
+std::vector<std::byte> FileStore::get(std::string_view key, Deadline deadline)
+{
+    const std::string p = path("Store::get", key);
+    std::vector<std::byte> out;
+    auto pause = std::chrono::milliseconds(1);
+    while (!read_whole(p, out)) {
+        if (deadline.expired())
+            timeout(key);
+        std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline.remaining()));
+        pause = std::min(pause * 2, std::chrono::milliseconds(10));
+    }
+    return out;
+}
+
+std::int64_t FileStore::add(std::string_view key, std::int64_t delta)
+{
+    const std::string p = path("Store::add", key);
+    const std::string lock_path = p + ".lock";
+    Fd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+    if (lock.fd < 0)
+        fail("open", lock_path);
+    while (::flock(lock.fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            fail("flock", lock_path);
+    std::vector<std::byte> v;
+    std::int64_t was = 0;
+    if (read_whole(p, v)) {
+        const auto* text = reinterpret_cast<const char*>(v.data());
+        if (std::from_chars(text, text + v.size(), was).ec != std::errc{})
+            throw UsageError("Store::add", -FI_EINVAL, "",
+                             fmt::format("key '{}' holds a value that is not a number", key));
+    }
+    const std::int64_t sum = was + delta;
+    const std::string now = std::to_string(sum);
+    write_whole(p, std::as_bytes(std::span(now.data(), now.size())));
+    return sum; // the lock goes with its descriptor
+}
+
+bool FileStore::contains(std::string_view key)
+{
+    struct stat st {};
+    return ::stat(path("Store::contains", key).c_str(), &st) == 0;
+}
+
+bool FileStore::erase(std::string_view key)
+{
+    const std::string p = path("Store::erase", key);
+    if (::unlink(p.c_str()) == 0)
+        return true;
+    if (errno != ENOENT)
+        fail("unlink", p);
+    return false;
+}
+
+} // namespace weft

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// Store's calls built on the primitives (multi-get, barrier, text), and the
+// in-process MemoryStore.
+#include "weft/store.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+
+namespace weft {
+
+void Store::check_key(std::string_view call, std::string_view key)
+{
+    if (key.empty() || key.size() > 200)
+        throw UsageError(std::string(call), -FI_EINVAL, "",
+                         fmt::format("a store key has 1 to 200 characters, not {}", key.size()));
+}
+
+void Store::timeout(std::string_view key) const
+{
+    throw TimeoutError("Store::get", -FI_ETIMEDOUT, "",
+                       fmt::format("key '{}' was not set in time in the {}: is every member "
+                                   "running, and do they agree on the key names?",
+                                   key, describe()));
+}
+
+std::vector<std::vector<std::byte>> Store::get(std::span<const std::string> keys,
+                                               Deadline deadline)
+{
+    std::vector<std::vector<std::byte>> out;
+    out.reserve(keys.size());
+    for (const auto& key : keys)
+        out.push_back(get(key, deadline));
+    return out;
+}
+
+std::string Store::get_text(std::string_view key, Deadline deadline)
+{
+    const auto v = get(key, deadline);
+    return {reinterpret_cast<const char*>(v.data()), v.size()};
+}
+
+void Store::barrier(std::string_view key, std::size_t size, Deadline deadline)
+{
+    const std::string arrived = fmt::format("{}/arrived", key);
+    const std::string open = fmt::format("{}/open", key);
+    if (add(arrived, 1) == static_cast<std::int64_t>(size))
+        set(open, std::string_view("1"));
+    try {
+        (void)get(open, deadline);
+    } catch (const TimeoutError&) {
+        throw TimeoutError("Store::barrier", -FI_ETIMEDOUT, "",
+                           fmt::format("barrier '{}': {} of {} members arrived in time in the {}",
+                                       key, add(arrived, 0), size, describe()));
+    }
+}
+
+// ---- MemoryStore ----
+
+void MemoryStore::set(std::string_view key, std::span<const std::byte> value)
+{
+    check_key("Store::set", key);
+    {
+        const std::lock_guard lock(m_);
+        kv_.insert_or_assign(std::string(key), std::vector<std::byte>(value.begin(), value.end()));
+    }
+    changed_.notify_all();
+}
+
+std::vector<std::byte> MemoryStore::get(std::string_view key, Deadline deadline)
+{
+    check_key("Store::get", key);
+    std::unique_lock lock(m_);
+    for (;;) {
+        if (const auto it = kv_.find(key); it != kv_.end())
+            return it->second;
+        if (deadline.expired())
+            timeout(key);
+        // At most a second at a time: never() is time_point::max().
+        (void)changed_.wait_for(lock, std::min(deadline.remaining(),
+                                               Clock::duration(std::chrono::seconds(1))));
+    }
+}
+
+std::int64_t MemoryStore::add(std::string_view key, std::int64_t delta)
+{
+    check_key("Store::add", key);
+    std::int64_t sum = delta;
+    {
+        const std::lock_guard lock(m_);
+        auto& v = kv_[std::string(key)];
+        std::int64_t was = 0;
+        const auto* text = reinterpret_cast<const char*>(v.data());
+        if (!v.empty() && std::from_chars(text, text + v.size(), was).ec != std::errc{})
+            throw UsageError("Store::add", -FI_EINVAL, "",
+                             fmt::format("key '{}' holds a value that is not a number", key));
+        sum += was;
+        const std::string now = std::to_string(sum);
+        const auto bytes = std::as_bytes(std::span(now.data(), now.size()));
+        v.assign(bytes.begin(), bytes.end());
+    }
+    changed_.notify_all();
+    return sum;
+}
+
+bool MemoryStore::contains(std::string_view key)
+{
+    check_key("Store::contains", key);
+    const std::lock_guard lock(m_);
+    return kv_.contains(key);
+}
+
+bool MemoryStore::erase(std::string_view key)
+{
+    check_key("Store::erase", key);
+    const std::lock_guard lock(m_);
+    const auto it = kv_.find(key);
+    if (it == kv_.end())
+        return false;
+    kv_.erase(it);
+    return true;
+}
+
+} // namespace weft

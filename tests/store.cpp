@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+// The Store contract, the same cases on every store: set/get/erase, a get
+// that waits for a later set, a get that times out naming its key, add()
+// atomic across members, multi-get, barrier; members as threads, and for the
+// file store as processes.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "weft/error.hpp"
+#include "weft/store.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A fresh directory under the temp dir, removed with its contents.
+struct TempDir {
+    std::string path;
+    TempDir()
+    {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "weft-store-XXXXXX").string();
+        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+struct Kind {
+    std::string name;
+    std::function<std::shared_ptr<Store>(const std::string& dir)> open;
+};
+
+const std::vector<Kind>& kinds()
+{
+    static const std::vector<Kind> all{
+        {"memory", [](const std::string&) { return std::make_shared<MemoryStore>(); }},
+        {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
+    };
+    return all;
+}
+
+/// Runs `body(member)` in `n` threads; the first exception, if any, is rethrown.
+void members(int n, const std::function<void(int)>& body)
+{
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i)
+        threads.emplace_back([&, i] {
+            try {
+                body(i);
+            } catch (...) {
+                errors[static_cast<std::size_t>(i)] = std::current_exception();
+            }
+        });
+    for (auto& t : threads)
+        t.join();
+    for (auto& e : errors)
+        if (e)
+            std::rethrow_exception(e);
+}
+
+} // namespace
+
+TEST_CASE("store: set, get, contains, erase; binary values; keys checked", "[store]")
+{
+    const auto kind = GENERATE(0, 1);
+    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
+    INFO(k.name);
+    TempDir dir;
+    auto s = k.open(dir.path);
+    CHECK_FALSE(s->contains("a"));
+    s->set("a", std::string_view("one"));
+    CHECK(s->contains("a"));
+    CHECK(s->get_text("a", Deadline::after(1s)) == "one");
+    s->set("a", std::string_view("two")); // replaces
+    CHECK(s->get_text("a", Deadline::after(1s)) == "two");
+    std::vector<std::byte> binary(1000);
+    for (std::size_t i = 0; i < binary.size(); ++i)
+        binary[i] = static_cast<std::byte>(i * 7);
+    s->set("rank/3/addr", binary); // '/' and every byte value
+    CHECK(s->get("rank/3/addr", Deadline::after(1s)) == binary);
+    s->set("empty", std::span<const std::byte>{});
+    CHECK(s->get("empty", Deadline::after(1s)).empty());
+    CHECK(s->erase("a"));
+    CHECK_FALSE(s->erase("a"));
+    CHECK_FALSE(s->contains("a"));
+    CHECK_THROWS_AS(s->set("", std::string_view("x")), UsageError);
+    CHECK_THROWS_AS(s->set(std::string(201, 'k'), std::string_view("x")), UsageError);
+    CHECK_THROWS_AS(s->add("rank/3/addr", 1), UsageError); // not a number
+}
+
+TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
+{
+    const auto kind = GENERATE(0, 1);
+    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
+    INFO(k.name);
+    TempDir dir;
+    auto s = k.open(dir.path);
+    std::thread late([&] {
+        std::this_thread::sleep_for(50ms);
+        s->set("late", std::string_view("here"));
+    });
+    CHECK(s->get_text("late", Deadline::after(10s)) == "here");
+    late.join();
+    const auto start = Clock::now();
+    try {
+        (void)s->get("never-set", Deadline::after(100ms));
+        FAIL("get of a key nobody sets returned");
+    } catch (const TimeoutError& e) {
+        CHECK(std::string(e.what()).find("never-set") != std::string::npos);
+        CHECK(std::string(e.what()).find(s->describe()) != std::string::npos);
+    }
+    const auto took = Clock::now() - start;
+    CHECK(took >= 100ms);
+    CHECK(took < 5s);
+}
+
+TEST_CASE("store: add is atomic across 8 members; multi-get; barrier", "[store]")
+{
+    const auto kind = GENERATE(0, 1);
+    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
+    INFO(k.name);
+    TempDir dir;
+    auto s = k.open(dir.path);
+    constexpr int n = 8;
+    constexpr int adds = 200;
+    std::vector<std::vector<std::int64_t>> seen(n);
+    members(n, [&](int me) {
+        for (int i = 0; i < adds; ++i)
+            seen[static_cast<std::size_t>(me)].push_back(s->add("counter", 1));
+        s->set(fmt::format("member/{}", me), fmt::format("address of {}", me));
+        s->barrier("after-adds", n, Deadline::after(30s));
+        // Everyone's key is there now: one multi-get.
+        std::vector<std::string> keys;
+        for (int j = 0; j < n; ++j)
+            keys.push_back(fmt::format("member/{}", j));
+        const auto values = s->get(keys, Deadline::after(1s));
+        for (int j = 0; j < n; ++j) {
+            const auto& v = values[static_cast<std::size_t>(j)];
+            if (std::string(reinterpret_cast<const char*>(v.data()), v.size()) !=
+                fmt::format("address of {}", j))
+                throw std::runtime_error(fmt::format("member {} read a wrong value of {}", me, j));
+        }
+        s->barrier("after-reads", n, Deadline::after(30s));
+    });
+    std::set<std::int64_t> all;
+    for (const auto& v : seen)
+        all.insert(v.begin(), v.end());
+    CHECK(all.size() == static_cast<std::size_t>(n * adds)); // every result distinct
+    CHECK(*all.begin() == 1);
+    CHECK(*all.rbegin() == n * adds);
+    CHECK(s->get_text("counter", Deadline::after(1s)) == std::to_string(n * adds));
+    CHECK(s->add("counter", 0) == n * adds);
+}
+
+TEST_CASE("store: a barrier short of members times out saying how many arrived", "[store]")
+{
+    const auto kind = GENERATE(0, 1);
+    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
+    INFO(k.name);
+    TempDir dir;
+    auto s = k.open(dir.path);
+    try {
+        members(2, [&](int) { s->barrier("three", 3, Deadline::after(200ms)); });
+        FAIL("a barrier of 3 with 2 members returned");
+    } catch (const TimeoutError& e) {
+        CHECK(std::string(e.what()).find("2 of 3 members") != std::string::npos);
+    }
+}
+
+TEST_CASE("store: file store members as processes: add, barrier, every key read", "[store][process]")
+{
+    TempDir dir;
+    constexpr int n = 6;
+    std::vector<pid_t> children;
+    for (int me = 0; me < n; ++me) {
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int rc = 0;
+            try {
+                FileStore s(dir.path);
+                for (int i = 0; i < 50; ++i)
+                    (void)s.add("counter", 1);
+                s.set(fmt::format("rank/{}", me), fmt::format("{}", me * me));
+                s.barrier("up", n, Deadline::after(60s));
+                for (int j = 0; j < n; ++j)
+                    if (s.get_text(fmt::format("rank/{}", j), Deadline::after(1s)) !=
+                        fmt::format("{}", j * j))
+                        rc = 2;
+                if (s.add("counter", 0) != n * 50)
+                    rc = 3;
+            } catch (...) {
+                rc = 1;
+            }
+            ::_exit(rc);
+        }
+        children.push_back(pid);
+    }
+    for (const pid_t pid : children) {
+        int status = 0;
+        REQUIRE(::waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+    FileStore s(dir.path);
+    CHECK(s.add("counter", 0) == n * 50);
+}
