@@ -49,10 +49,11 @@ public:
     virtual bool contains(std::string_view key) = 0;
     /// Removes `key`; false when it was not there.
     virtual bool erase(std::string_view key) = 0;
-    /// Returns once `size` members have called it with `key` (its keys are
-    /// `key`/arrived and `key`/open); TimeoutError at `deadline`, saying how
-    /// many had arrived.
-    void barrier(std::string_view key, std::size_t size, Deadline deadline);
+    /// Returns once `size` members have called it with `key`; TimeoutError at
+    /// `deadline`, saying how many had arrived. This one counts with add() on
+    /// `key`/arrived and opens `key`/open; a store with a collective of its own
+    /// (a PMIx fence) may use that instead.
+    virtual void barrier(std::string_view key, std::size_t size, Deadline deadline);
     /// Which store this is, for reports ("in-process store", "file store in /dir").
     virtual std::string describe() const = 0;
 
