@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// `weft doctor`'s shared-memory checks: cross-process copies (ptrace rules)
+// and /dev/shm.
+#include <sys/prctl.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "doctor_checks.hpp"
+
+namespace weft::tool::doctor_checks {
+
+std::string read_first_line(const char* path)
+{
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return line;
+}
+
+bool has_cap_sys_ptrace()
+{
+    std::ifstream f("/proc/self/status");
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind("CapEff:", 0) == 0)
+            return (std::stoull(line.substr(7), nullptr, 16) >> 19) & 1; // CAP_SYS_PTRACE = 19
+    return false;
+}
+
+/// Can this process read another's memory with process_vm_readv, as shm does?
+int cma_probe(pid_t target, const void* where)
+{
+    char byte = 0;
+    iovec local{&byte, 1};
+    iovec remote{const_cast<void*>(where), 1};
+    return process_vm_readv(target, &local, 1, &remote, 1, 0) == 1 ? 0 : errno;
+}
+
+Finding check_ptrace(int shm_peer)
+{
+    const std::string scope_text = read_first_line("/proc/sys/kernel/yama/ptrace_scope");
+    const int scope = scope_text.empty() ? -1 : std::stoi(scope_text);
+    const bool cap = has_cap_sys_ptrace();
+    const std::string fix = "shm moves data with cross-memory attach, which needs ptrace "
+                            "permission: `sysctl kernel.yama.ptrace_scope=0`, or CAP_SYS_PTRACE "
+                            "(containers: --cap-add SYS_PTRACE); peers must stay dumpable";
+    std::string detail = scope < 0 ? "no Yama LSM (ptrace_scope absent)"
+                                   : fmt::format("kernel.yama.ptrace_scope = {}", scope);
+    if (cap)
+        detail += "; this process has CAP_SYS_PTRACE";
+
+    if (shm_peer > 0) {
+        const auto gone = [&](std::string_view what) {
+            return Finding{"ptrace/shm", Verdict::fail,
+                           fmt::format("--shm-peer {0}: {1}, so cross-memory attach to it was not "
+                                       "tried",
+                                       shm_peer, what),
+                           "give the PID of a running shm peer (`pgrep -f NAME`), or leave "
+                           "--shm-peer out to probe two sibling processes"};
+        };
+        // kill(0) tells a PID that names no process (ESRCH) from one that is
+        // not this user's (EPERM): only the second is a matter of permission.
+        if (kill(shm_peer, 0) != 0 && errno == ESRCH)
+            return gone(fmt::format("there is no process with PID {}", shm_peer));
+        // Read one byte of its first mapping, as shm would read its buffers.
+        int err = 0;
+        std::uintptr_t addr = 0;
+        if (std::FILE* maps = std::fopen(fmt::format("/proc/{}/maps", shm_peer).c_str(), "r")) {
+            unsigned long long start = 0;
+            if (std::fscanf(maps, "%llx-", &start) == 1)
+                addr = static_cast<std::uintptr_t>(start);
+            const int read_error = std::ferror(maps) ? errno : 0;
+            std::fclose(maps);
+            if (read_error)
+                err = read_error == EACCES ? EPERM : read_error;
+            else if (!addr)
+                return gone(fmt::format("process {} has no memory (a zombie or a kernel thread)",
+                                        shm_peer));
+            else
+                err = cma_probe(shm_peer, reinterpret_cast<const void*>(addr));
+        } else {
+            err = errno == EACCES ? EPERM : errno; // its maps are as private as its memory
+        }
+        if (err == ESRCH || err == ENOENT)
+            return gone(fmt::format("process {} exited while it was checked", shm_peer));
+        if (err)
+            return {"ptrace/shm", Verdict::fail,
+                    fmt::format("{}; cross-memory attach to process {} fails: {}", detail,
+                                shm_peer, std::strerror(err)),
+                    fix};
+        return {"ptrace/shm", Verdict::ok,
+                fmt::format("{}; cross-memory attach to process {} works", detail, shm_peer), ""};
+    }
+
+    // Two sibling processes, as two unrelated shm peers are: the second reads
+    // the first's memory.
+    int ready[2];
+    if (pipe(ready) != 0)
+        return {"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe)", ""};
+    static const char probe_byte = 'w';
+    const pid_t a = fork();
+    if (a == 0) {
+        close(ready[0]);
+        (void)!write(ready[1], "r", 1);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    (void)!read(ready[0], &c, 1);
+    close(ready[0]);
+    int result[2];
+    if (pipe(result) != 0) {
+        kill(a, SIGKILL);
+        waitpid(a, nullptr, 0);
+        return {"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe)", ""};
+    }
+    const pid_t b = fork();
+    if (b == 0) {
+        close(result[0]);
+        const int err = cma_probe(a, &probe_byte);
+        (void)!write(result[1], &err, sizeof err);
+        _exit(0);
+    }
+    close(result[1]);
+    int err = EIO;
+    (void)!read(result[0], &err, sizeof err);
+    close(result[0]);
+    waitpid(b, nullptr, 0);
+    kill(a, SIGKILL);
+    waitpid(a, nullptr, 0);
+    if (err)
+        return {"ptrace/shm", Verdict::fail,
+                fmt::format("{}; cross-memory attach between two sibling processes fails: {}",
+                            detail, std::strerror(err)),
+                fix};
+    return {"ptrace/shm", scope == 1 ? Verdict::warn : Verdict::ok,
+            detail + "; cross-memory attach between sibling processes works",
+            scope == 1 ? "ptrace_scope 1 allows only descendants: keep shm peers related, or "
+                         "set it to 0"
+                       : ""};
+}
+
+Finding check_dev_shm()
+{
+    struct statvfs s{};
+    if (statvfs("/dev/shm", &s) != 0 || access("/dev/shm", W_OK) != 0)
+        return {"/dev/shm", Verdict::warn, "/dev/shm is missing or not writable: shm cannot run",
+                "mount a tmpfs on /dev/shm (containers: --shm-size=1g)"};
+    const auto free_mib = static_cast<unsigned long long>(s.f_bavail) * s.f_frsize >> 20;
+    if (free_mib < 64)
+        return {"/dev/shm", Verdict::warn,
+                fmt::format("/dev/shm has {} MiB free: shm's regions may not fit", free_mib),
+                "enlarge it (containers: --shm-size=1g)"};
+    return {"/dev/shm", Verdict::ok, fmt::format("/dev/shm writable, {} MiB free", free_mib), ""};
+}
+
+} // namespace weft::tool::doctor_checks
