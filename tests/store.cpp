@@ -75,7 +75,7 @@ void members(int n, const std::function<void(int)>& body)
 
 } // namespace
 
-TEST_CASE("store: set, get, contains, erase; binary values; keys checked", "[store]")
+TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[store]")
 {
     const auto kind = GENERATE(0, 1);
     const Kind& k = kinds()[static_cast<std::size_t>(kind)];
@@ -129,7 +129,7 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
     CHECK(took < 5s);
 }
 
-TEST_CASE("store: add is atomic across 8 members; multi-get; barrier", "[store]")
+TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
 {
     const auto kind = GENERATE(0, 1);
     const Kind& k = kinds()[static_cast<std::size_t>(kind)];
