@@ -75,15 +75,28 @@ TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
         connected = true;
         serve.join();
     }
-    // Idle for a second: a wait that times out, with every peer's progress
-    // thread (where the provider needs one) asleep too.
-    const double before = cpu_seconds();
-    const auto start = Clock::now();
-    CHECK_THROWS_AS(server->wait_for(Op::notify, Deadline::after(1s)), TimeoutError);
-    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-    const double used = cpu_seconds() - before;
-    WARN(c.label() << ": 9 idle Nodes used " << used << " s of CPU in " << wall << " s");
-    CHECK(used < 0.25 * wall); // spinning would use a whole core
+    // Idle: waits that time out, with every peer's progress thread (where the
+    // provider needs one) asleep too. Where the provider's descriptor cannot
+    // be trusted (ofi_rxm) a thread naps instead, its naps growing to 50 ms:
+    // the first half second is not counted. Of two one-second windows the
+    // quieter counts (an emulated guest on a busy host stalls now and then);
+    // spinning would use a whole core in both.
+    CHECK_THROWS_AS(server->wait_for(Op::notify, Deadline::after(500ms)), TimeoutError);
+    double used = 0;
+    double wall = 1;
+    for (int window = 0; window < 2; ++window) {
+        const double before = cpu_seconds();
+        const auto start = Clock::now();
+        CHECK_THROWS_AS(server->wait_for(Op::notify, Deadline::after(1s)), TimeoutError);
+        const double w = std::chrono::duration<double>(Clock::now() - start).count();
+        const double u = cpu_seconds() - before;
+        WARN(c.label() << ": 9 idle Nodes used " << u << " s of CPU in " << w << " s");
+        if (window == 0 || u / w < used / wall) {
+            used = u;
+            wall = w;
+        }
+    }
+    CHECK(used < 0.25 * wall);
 
     // A sleeping wait still gets what arrives, and the Node's descriptor wakes an epoll.
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
