@@ -6,7 +6,9 @@
 
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -112,20 +114,34 @@ void every_notification_is_its_peers(const test::Case& c, int n)
     // Each server end exposes 64 slots; its client writes value k into slot k
     // and notifies k. A notification handed to the wrong Connection shows as
     // another client's id, or as a value its own slots do not hold.
+    // A client that fails says so here at once: the server side would only
+    // see its notifications missing, a minute later.
+    std::mutex failed_mutex;
+    std::string failed;
     std::vector<std::future<void>> writers;
     for (std::size_t i = 0; i < clients.size(); ++i)
         writers.push_back(std::async(std::launch::async, [&, i] {
-            Connection& me = clients[i];
-            auto src = me.allocate(8 * per_client, Access::remote_read);
-            const RemoteRegion there = me.exchange(src->remote(), soon(60s));
-            for (std::uint32_t k = 0; k < per_client; ++k) {
-                const std::uint64_t v = value_of(i, k);
-                std::memcpy(src->data() + 8 * k, &v, 8);
-                int ctx = 0;
-                me.write_notify(src->slice(8 * k, 8), there, 8 * k, value_of(i, k), &ctx);
-                (void)me.wait(&ctx, soon(60s));
+            try {
+                Connection& me = clients[i];
+                auto src = me.allocate(8 * per_client, Access::remote_read);
+                const RemoteRegion there = me.exchange(src->remote(), soon(60s));
+                for (std::uint32_t k = 0; k < per_client; ++k) {
+                    const std::uint64_t v = value_of(i, k);
+                    std::memcpy(src->data() + 8 * k, &v, 8);
+                    int ctx = 0;
+                    me.write_notify(src->slice(8 * k, 8), there, 8 * k, value_of(i, k), &ctx);
+                    (void)me.wait(&ctx, soon(60s));
+                }
+            } catch (const std::exception& e) {
+                const std::lock_guard lock(failed_mutex);
+                failed += fmt::format("client {} failed: {}\n", i, e.what());
+                throw;
             }
         }));
+    const auto clients_failed = [&] {
+        const std::lock_guard lock(failed_mutex);
+        return failed;
+    };
     for (auto& end : ends) {
         auto& mr = inbox.emplace_back(end.allocate(8 * per_client, Access::remote_write));
         (void)end.exchange(mr->remote(), soon(60s));
@@ -138,7 +154,14 @@ void every_notification_is_its_peers(const test::Case& c, int n)
         std::optional<std::size_t> id;
         std::set<std::uint32_t> seqs;
         for (std::uint32_t k = 0; k < per_client; ++k) {
-            const Completion got = ends[j].wait_for(Op::notify, soon(60s));
+            Completion got;
+            try {
+                got = ends[j].wait_for(Op::notify, soon(60s));
+            } catch (const Error&) {
+                if (const std::string why = clients_failed(); !why.empty())
+                    FAIL(why);
+                throw;
+            }
             const std::size_t from = got.data / 1000 - 1;
             const std::uint32_t seq = got.data % 1000;
             if (!id)
