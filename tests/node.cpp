@@ -13,35 +13,12 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/threads.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
+using weft::test::on_threads;
 using weft::test::soon;
-
-namespace {
-
-/// Runs `body(i)` for i in [0, n) on n threads; rethrows the first failure.
-template <class F>
-void on_threads(std::size_t n, F body)
-{
-    std::vector<std::exception_ptr> errors(n);
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < n; ++i)
-        threads.emplace_back([&, i] {
-            try {
-                body(i);
-            } catch (...) {
-                errors[i] = std::current_exception();
-            }
-        });
-    for (auto& t : threads)
-        t.join();
-    for (auto& e : errors)
-        if (e)
-            std::rethrow_exception(e);
-}
-
-} // namespace
 
 TEST_CASE("node: every notification names the peer that sent it", "[node][notify][threads]")
 {

@@ -19,6 +19,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "support/threads.hpp"
 #include "weft/error.hpp"
 #include "weft/store.hpp"
 
@@ -51,26 +52,6 @@ const std::vector<Kind>& kinds()
         {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
     };
     return all;
-}
-
-/// Runs `body(member)` in `n` threads; the first exception, if any, is rethrown.
-void members(int n, const std::function<void(int)>& body)
-{
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i)
-        threads.emplace_back([&, i] {
-            try {
-                body(i);
-            } catch (...) {
-                errors[static_cast<std::size_t>(i)] = std::current_exception();
-            }
-        });
-    for (auto& t : threads)
-        t.join();
-    for (auto& e : errors)
-        if (e)
-            std::rethrow_exception(e);
 }
 
 } // namespace
@@ -139,9 +120,9 @@ TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]"
     constexpr int n = 8;
     constexpr int adds = 200;
     std::vector<std::vector<std::int64_t>> seen(n);
-    members(n, [&](int me) {
+    weft::test::on_threads(n, [&](std::size_t me) {
         for (int i = 0; i < adds; ++i)
-            seen[static_cast<std::size_t>(me)].push_back(s->add("counter", 1));
+            seen[me].push_back(s->add("counter", 1));
         s->set(fmt::format("member/{}", me), fmt::format("address of {}", me));
         s->barrier("after-adds", n, Deadline::after(30s));
         // Everyone's key is there now: one multi-get.
@@ -175,7 +156,8 @@ TEST_CASE("store: a barrier short of members times out saying how many arrived",
     TempDir dir;
     auto s = k.open(dir.path);
     try {
-        members(2, [&](int) { s->barrier("three", 3, Deadline::after(200ms)); });
+        weft::test::on_threads(2,
+                               [&](std::size_t) { s->barrier("three", 3, Deadline::after(200ms)); });
         FAIL("a barrier of 3 with 2 members returned");
     } catch (const TimeoutError& e) {
         CHECK(std::string(e.what()).find("2 of 3 members") != std::string::npos);
