@@ -43,33 +43,32 @@ void ActiveEndpoint::open(Info owned)
     }
     detail::check(ret, "fi_endpoint", provider());
     fid_.reset(raw);
-    ep_ = raw;
 }
 
 void ActiveEndpoint::bind(std::shared_ptr<CompletionQueue> cq)
 {
     const std::uint64_t flags = FI_TRANSMIT | FI_RECV | (selective_ ? FI_SELECTIVE_COMPLETION : 0);
-    detail::check(fi_ep_bind(ep_, &cq->get()->fid, flags), "fi_ep_bind(cq)", provider());
+    detail::check(fi_ep_bind(get(), &cq->get()->fid, flags), "fi_ep_bind(cq)", provider());
     cq_ = std::move(cq);
 }
 
 void ActiveEndpoint::bind(std::shared_ptr<EventQueue> eq)
 {
-    detail::check(fi_ep_bind(ep_, &eq->get()->fid, 0), "fi_ep_bind(eq)", provider());
+    detail::check(fi_ep_bind(get(), &eq->get()->fid, 0), "fi_ep_bind(eq)", provider());
     eq_ = std::move(eq);
 }
 
 void ActiveEndpoint::bind(std::shared_ptr<AddressVector> av)
 {
-    detail::check(fi_ep_bind(ep_, &av->get()->fid, 0), "fi_ep_bind(av)", provider());
+    detail::check(fi_ep_bind(get(), &av->get()->fid, 0), "fi_ep_bind(av)", provider());
     av_ = std::move(av);
 }
 
 void ActiveEndpoint::enable()
 {
-    detail::check(providers::before_enable(provider(), ep_), "set-up before fi_enable",
+    detail::check(providers::before_enable(provider(), get()), "set-up before fi_enable",
                   provider());
-    if (const int ret = fi_enable(ep_); ret != 0) {
+    if (const int ret = fi_enable(get()); ret != 0) {
         // It stays open instead (see providers/verbs.cpp: before_endpoint).
         unclosable_ = providers::is_layered(provider());
         detail::check(ret, "fi_enable", provider());
@@ -78,23 +77,23 @@ void ActiveEndpoint::enable()
 
 void ActiveEndpoint::connect(std::span<const std::byte> param)
 {
-    detail::check(fi_connect(ep_, (*info_)->dest_addr, param.data(), param.size()), "fi_connect",
+    detail::check(fi_connect(get(), (*info_)->dest_addr, param.data(), param.size()), "fi_connect",
                   provider());
 }
 
 void ActiveEndpoint::accept()
 {
-    detail::check(fi_accept(ep_, nullptr, 0), "fi_accept", provider());
+    detail::check(fi_accept(get(), nullptr, 0), "fi_accept", provider());
 }
 
 std::vector<std::byte> ActiveEndpoint::name() const
 {
     std::vector<std::byte> out(256);
     std::size_t len = out.size();
-    int ret = fi_getname(&ep_->fid, out.data(), &len);
+    int ret = fi_getname(&get()->fid, out.data(), &len);
     if (ret == -FI_ETOOSMALL) {
         out.resize(len);
-        ret = fi_getname(&ep_->fid, out.data(), &len);
+        ret = fi_getname(&get()->fid, out.data(), &len);
     }
     detail::check(ret, "fi_getname", provider());
     out.resize(len);
@@ -104,7 +103,6 @@ std::vector<std::byte> ActiveEndpoint::name() const
 void ActiveEndpoint::close() noexcept
 {
     fid_.reset();
-    ep_ = nullptr;
 }
 
 void ActiveEndpoint::abandon(std::span<const std::shared_ptr<void>> also) noexcept
@@ -113,7 +111,6 @@ void ActiveEndpoint::abandon(std::span<const std::shared_ptr<void>> also) noexce
     static auto* graveyard = new std::vector<std::shared_ptr<void>>;
     const std::lock_guard lock(m);
     (void)fid_.release();
-    ep_ = nullptr;
     for (std::shared_ptr<void> p : {std::shared_ptr<void>(cq_), std::shared_ptr<void>(av_),
                                     std::shared_ptr<void>(eq_), std::shared_ptr<void>(domain_)})
         if (p)

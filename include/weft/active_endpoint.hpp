@@ -65,8 +65,8 @@ public:
     /// the endpoint half torn down, and fi_close on it crashes (measured on siw).
     bool unclosable() const noexcept { return unclosable_; }
 
-    fid_ep* get() const noexcept { return ep_; }
-    bool closed() const noexcept { return ep_ == nullptr; }
+    fid_ep* get() const noexcept { return fid_.get(); }
+    bool closed() const noexcept { return !fid_; }
     /// The info it was opened with (null before open() and after abandon()).
     const fi_info* info() const noexcept { return info_ ? info_->get() : nullptr; }
     /// FI_SELECTIVE_COMPLETION: a post without FI_COMPLETION completes silently.
@@ -75,7 +75,6 @@ public:
     std::string_view provider() const noexcept { return domain_->provider(); }
 
 private:
-    fid_ep* ep_ = nullptr; // fid_.get(): the fast path's one load
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<CompletionQueue> cq_;
     std::shared_ptr<EventQueue> eq_;
