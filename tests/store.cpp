@@ -54,15 +54,24 @@ const std::vector<Kind>& kinds()
     return all;
 }
 
+/// A store of each kind (GENERATE's index into kinds()) in a fresh directory.
+struct Opened {
+    explicit Opened(int index)
+        : kind(kinds()[static_cast<std::size_t>(index)]), store(kind.open(dir.path))
+    {
+    }
+    const Kind& kind;
+    TempDir dir;
+    std::shared_ptr<Store> store;
+};
+
 } // namespace
 
 TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[store]")
 {
-    const auto kind = GENERATE(0, 1);
-    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
-    INFO(k.name);
-    TempDir dir;
-    auto s = k.open(dir.path);
+    const Opened opened(GENERATE(0, 1));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
     CHECK_FALSE(s->contains("a"));
     s->set("a", std::string_view("one"));
     CHECK(s->contains("a"));
@@ -86,11 +95,9 @@ TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[sto
 
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
-    const auto kind = GENERATE(0, 1);
-    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
-    INFO(k.name);
-    TempDir dir;
-    auto s = k.open(dir.path);
+    const Opened opened(GENERATE(0, 1));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
     std::thread late([&] {
         std::this_thread::sleep_for(50ms);
         s->set("late", std::string_view("here"));
@@ -112,11 +119,9 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
 
 TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
 {
-    const auto kind = GENERATE(0, 1);
-    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
-    INFO(k.name);
-    TempDir dir;
-    auto s = k.open(dir.path);
+    const Opened opened(GENERATE(0, 1));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
     constexpr int n = 8;
     constexpr int adds = 200;
     std::vector<std::vector<std::int64_t>> seen(n);
@@ -150,11 +155,9 @@ TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]"
 
 TEST_CASE("store: a barrier short of members times out saying how many arrived", "[store]")
 {
-    const auto kind = GENERATE(0, 1);
-    const Kind& k = kinds()[static_cast<std::size_t>(kind)];
-    INFO(k.name);
-    TempDir dir;
-    auto s = k.open(dir.path);
+    const Opened opened(GENERATE(0, 1));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
     try {
         weft::test::on_threads(2,
                                [&](std::size_t) { s->barrier("three", 3, Deadline::after(200ms)); });
