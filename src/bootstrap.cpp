@@ -49,6 +49,8 @@ std::string_view to_string(Frame f) noexcept
     case Frame::error: return "error";
     case Frame::challenge: return "challenge";
     case Frame::proof: return "proof";
+    case Frame::store: return "store request";
+    case Frame::store_answer: return "store answer";
     }
     return "unknown";
 }

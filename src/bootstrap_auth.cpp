@@ -8,11 +8,11 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
+#include "random.hpp"
 #include "side_wire.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/error.hpp"
@@ -52,8 +52,7 @@ constexpr std::string_view server_label = "weft-v2 server";
 Nonce random_nonce()
 {
     Nonce n;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
-        throw Error("RAND_bytes", -FI_EOTHER, "", "OpenSSL has no entropy for a challenge");
+    detail::random_bytes(n, "a shared-secret challenge");
     return n;
 }
 

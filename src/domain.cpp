@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/domain.hpp"
 
-#include <sys/random.h>
 #include <sys/resource.h>
 
 #include <mutex>
@@ -11,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "../providers/traits.hpp"
+#include "random.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -31,22 +31,7 @@ void raise_memlock_once()
     });
 }
 
-std::uint64_t random_u64()
-{
-    std::uint64_t v = 0;
-    auto* p = reinterpret_cast<unsigned char*>(&v);
-    std::size_t got = 0;
-    while (got < sizeof v) {
-        const ssize_t n = getrandom(p + got, sizeof v - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            detail::throw_error("getrandom", -errno, "", "no entropy for a memory key");
-        }
-        got += static_cast<std::size_t>(n);
-    }
-    return v;
-}
+std::uint64_t random_key() { return detail::random_u64("a memory key"); }
 
 } // namespace
 
@@ -76,7 +61,7 @@ std::uint64_t Domain::reserve_key()
         key_size == 0 || key_size >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * key_size)) - 1;
     std::lock_guard lock(keys_mutex_);
     for (int attempt = 0; attempt < 64; ++attempt) {
-        const std::uint64_t key = random_u64() & mask;
+        const std::uint64_t key = random_key() & mask;
         if (key != 0 && keys_.insert(key).second)
             return key;
     }

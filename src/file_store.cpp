@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "store_count.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -155,16 +156,12 @@ std::int64_t FileStore::add(std::string_view key, std::int64_t delta)
         if (errno != EINTR)
             fail("flock", lock_path);
     std::vector<std::byte> v;
-    std::int64_t was = 0;
-    if (read_whole(p, v)) {
-        const auto* text = reinterpret_cast<const char*>(v.data());
-        if (std::from_chars(text, text + v.size(), was).ec != std::errc{})
-            throw UsageError("Store::add", -FI_EINVAL, "",
-                             fmt::format("key '{}' holds a value that is not a number", key));
-    }
-    const std::int64_t sum = was + delta;
-    const std::string now = std::to_string(sum);
-    write_whole(p, std::as_bytes(std::span(now.data(), now.size())));
+    (void)read_whole(p, v);
+    const auto was = detail::parse_count(v);
+    if (!was)
+        not_a_count(key);
+    const std::int64_t sum = *was + delta;
+    write_whole(p, detail::count_text(sum));
     return sum; // the lock goes with its descriptor
 }
 

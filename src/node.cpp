@@ -8,7 +8,6 @@
 #include "weft/node.hpp"
 
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,25 +18,13 @@
 
 #include <fmt/format.h>
 
+#include "random.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
 namespace {
 
-std::uint64_t random_instance()
-{
-    std::uint64_t v = 0;
-    auto* p = reinterpret_cast<std::byte*>(&v);
-    std::size_t got = 0;
-    while (got < sizeof v) {
-        const ssize_t n = getrandom(p + got, sizeof v - got, 0);
-        if (n > 0)
-            got += static_cast<std::size_t>(n);
-        else if (errno != EINTR)
-            detail::throw_error("getrandom", -errno, "");
-    }
-    return v;
-}
+std::uint64_t random_instance() { return detail::random_u64("a Node's instance"); }
 
 } // namespace
 

@@ -12,7 +12,6 @@
 #include "server_state.hpp"
 
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "offer.hpp"
+#include "random.hpp"
 #include "side_wire.hpp"
 #include "socket.hpp"
 #include "weft/error.hpp"
@@ -44,14 +44,7 @@ namespace {
 Token make_token()
 {
     Token t{};
-    std::size_t got = 0;
-    while (got < t.size()) {
-        const ssize_t n = getrandom(t.data() + got, t.size() - got, 0);
-        if (n > 0)
-            got += static_cast<std::size_t>(n);
-        else if (errno != EINTR)
-            detail::throw_error("getrandom", -errno, "");
-    }
+    detail::random_bytes(t, "a client's token");
     return t;
 }
 
@@ -103,88 +96,43 @@ void Server::State::take_new_clients()
             return; // EAGAIN: none left; anything else: try again next step
         detail::set_nodelay(fd);
         const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-        auto& p = pending.emplace_back(
-            fd, fmt::format("{}:{}", detail::address_text(sa), detail::port_of(sa)),
-            Deadline::after(timeout));
-        p.queue(Frame::hello, detail::side::hello_payload(!secret.empty()));
+        pending.emplace_back(fd, fmt::format("{}:{}", detail::address_text(sa), detail::port_of(sa)),
+                             secret, Deadline::after(timeout));
     }
 }
 
 void Server::State::read_from(Pending& p)
 {
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-        const ssize_t n = ::recv(p.fd, buf.data(), buf.size(), 0);
-        if (n > 0) {
-            p.in.insert(p.in.end(), buf.begin(), buf.begin() + n);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            break;
-        detail::side_fail(-FI_ECONNRESET,
-                          fmt::format("{} closed the side channel while the server waited for {}",
-                                      p.peer, p.waiting_for()));
-    }
-    using detail::side::header_size;
-    while (p.in.size() >= header_size) {
-        const auto head = detail::side::decode_header(
-            std::span<const std::byte, header_size>(p.in.data(), header_size), p.peer);
-        if (p.in.size() < header_size + head.size)
-            break;
-        const std::vector<std::byte> payload(p.in.begin() + header_size,
-                                             p.in.begin() + static_cast<std::ptrdiff_t>(header_size + head.size));
-        p.in.erase(p.in.begin(), p.in.begin() + static_cast<std::ptrdiff_t>(header_size + head.size));
-        on_frame(p, head, payload);
-    }
+    p.stream.receive(p.waiting_for());
+    while (const auto frame = p.stream.next())
+        on_frame(p, *frame);
 }
 
-void Server::State::on_frame(Pending& p, const detail::side::FrameHead& head,
-                             std::span<const std::byte> payload)
+void Server::State::on_frame(Pending& p, const detail::side::Received& frame)
 {
     namespace side = detail::side;
     switch (p.step) {
     case Pending::Step::hello:
-        side::check_frame(head, Frame::hello, payload, p.peer);
-        side::check_hello(payload, !secret.empty(), p.peer);
-        if (secret.empty()) {
+        if (p.hello.on_frame(p.stream, frame))
             send_offer(p);
-            return;
-        }
-        p.challenge = side::random_nonce();
-        p.queue(Frame::challenge, p.challenge);
-        p.step = Pending::Step::proof;
         return;
-    case Pending::Step::proof: {
-        side::check_frame(head, Frame::proof, payload, p.peer);
-        side::Mac proof{};
-        try {
-            proof = side::acceptor_proof(secret, p.challenge, payload, p.peer);
-        } catch (const Error&) {
-            p.queue(Frame::error, std::as_bytes(std::span(side::secret_mismatch)));
-            (void)flush(p);
-            throw;
-        }
-        p.queue(Frame::proof, proof);
-        p.authenticated = true;
-        send_offer(p);
-        return;
-    }
     case Pending::Step::fabric:
-        side::check_frame(head, Frame::ready, payload, p.peer);
+        side::check_frame(frame.head, Frame::ready, frame.payload, p.peer());
         if (p.ready_in)
-            detail::side_fail(-EPROTO, fmt::format("protocol error: {} sent its ready twice", p.peer));
-        p.client = NodeAddress::decode(payload);
+            detail::side_fail(-EPROTO,
+                              fmt::format("protocol error: {} sent its ready twice", p.peer()));
+        p.client = NodeAddress::decode(frame.payload);
         if (msg() && p.client->instance() != p.admitted)
             detail::side_fail(-EPROTO, fmt::format("protocol error: {} sent the address of a Node "
                                                    "other than the one that connected with its "
                                                    "token",
-                                                   p.peer));
+                                                   p.peer()));
         p.ready_in = true;
         return;
     case Pending::Step::done:
         detail::side_fail(-EPROTO, fmt::format("protocol error: {} sent frame type {} before the "
                                                "server's ready",
-                                               p.peer, head.type));
+                                               p.peer(), frame.head.type));
     }
 }
 
@@ -199,7 +147,7 @@ void Server::State::send_offer(Pending& p)
     node_handed_out = true;
     p.node = node;
     const Offer offer{{p.token.begin(), p.token.end()}, node->address(), selection->report()};
-    p.queue(Frame::offer, encode(offer));
+    p.stream.queue(Frame::offer, encode(offer));
     p.step = Pending::Step::fabric;
 }
 
@@ -232,10 +180,10 @@ void Server::State::advance_fabric(Pending& p)
         p.node->progress(); // MSG: the hellos
         p.fabric_up = p.node->connected(p.id);
         if (p.fabric_up)
-            p.node->watch(p.id, p.fd); // a client that exits is lost at once
+            p.node->watch(p.id, p.stream.fd()); // a client that exits is lost at once
     }
     if (p.fabric_up) {
-        p.queue(Frame::ready, {});
+        p.stream.queue(Frame::ready, {});
         p.step = Pending::Step::done;
     }
 }

@@ -22,30 +22,10 @@ namespace weft {
 using detail::server::kept_reasons;
 using detail::server::Pending;
 
-bool Server::State::flush(Pending& p)
-{
-    while (p.out_sent < p.out.size()) {
-        const ssize_t n =
-            ::send(p.fd, p.out.data() + p.out_sent, p.out.size() - p.out_sent, MSG_NOSIGNAL);
-        if (n > 0) {
-            p.out_sent += static_cast<std::size_t>(n);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return false;
-        detail::side_fail(-FI_ECONNRESET,
-                          fmt::format("{} closed the side channel while the server sent to it ({})",
-                                      p.peer, std::strerror(errno)));
-    }
-    p.out.clear();
-    p.out_sent = 0;
-    return true;
-}
-
 void Server::State::finish(std::list<Pending>::iterator it)
 {
     Pending& p = *it;
-    SideChannel channel(std::exchange(p.fd, -1), std::move(p.peer), p.authenticated);
+    SideChannel channel(p.stream.release(), p.peer(), p.hello.authenticated());
     ready.emplace_back(std::move(p.node), p.id, std::move(channel));
     pending.erase(it);
 }
@@ -55,12 +35,10 @@ void Server::State::reject(std::list<Pending>::iterator it, const std::string& w
     Pending& p = *it;
     // Best effort, never blocking: tell a weft client why (a stranger gets
     // the same text, which reveals nothing it did not send).
-    if (p.step != Pending::Step::hello || !p.in.empty()) {
-        p.out.erase(p.out.begin(), p.out.begin() + static_cast<std::ptrdiff_t>(p.out_sent));
-        p.out_sent = 0;
-        p.queue(Frame::error, std::as_bytes(std::span(why.data(), why.size())));
+    if (p.step != Pending::Step::hello || p.hello.heard() || p.stream.unread() != 0) {
+        p.stream.queue(Frame::error, std::as_bytes(std::span(why.data(), why.size())));
         try {
-            (void)flush(p);
+            (void)p.stream.flush();
         } catch (const std::exception&) {
         }
     }
@@ -81,7 +59,8 @@ void Server::State::step(Clock::duration wait)
     bool fabric_wait = false;
     auto next_deadline = Clock::now() + wait;
     for (const Pending& p : pending) {
-        fds.push_back({p.fd, static_cast<short>(POLLIN | (p.out.empty() ? 0 : POLLOUT)), 0});
+        fds.push_back({p.stream.fd(), static_cast<short>(POLLIN | (p.stream.sending() ? POLLOUT : 0)),
+                       0});
         fabric_wait |= p.step == Pending::Step::fabric && (msg() || p.ready_in);
         next_deadline = std::min(next_deadline, p.deadline.when());
     }
@@ -101,19 +80,19 @@ void Server::State::step(Clock::duration wait)
         auto current = it++;
         Pending& p = *current;
         // Clients taken in this step have no entry in fds yet.
-        const short revents = i < fds.size() && fds[i].fd == p.fd ? fds[i].revents : 0;
+        const short revents = i < fds.size() && fds[i].fd == p.stream.fd() ? fds[i].revents : 0;
         try {
             if (revents & (POLLIN | POLLHUP | POLLERR))
                 read_from(p);
             if (p.step == Pending::Step::fabric)
                 advance_fabric(p);
-            if (!p.out.empty() && !flush(p))
+            if (p.stream.sending() && !p.stream.flush())
                 continue;
             if (p.step == Pending::Step::done) {
-                if (!p.in.empty()) // the client waits for our ready before it sends more
+                if (p.stream.unread() != 0) // the client waits for our ready before it sends more
                     detail::side_fail(-EPROTO, fmt::format("protocol error: {} sent {} B before "
                                                            "the server's ready",
-                                                           p.peer, p.in.size()));
+                                                           p.peer(), p.stream.unread()));
                 finish(current);
                 continue;
             }
@@ -122,7 +101,7 @@ void Server::State::step(Clock::duration wait)
                                   fmt::format("{} did not complete the bootstrap within {} ms "
                                               "(Options::handshake_timeout); the server waited "
                                               "for {}",
-                                              p.peer, selection->options().handshake_timeout.count(),
+                                              p.peer(), selection->options().handshake_timeout.count(),
                                               p.waiting_for()));
         } catch (const std::exception& e) {
             reject(current, e.what());

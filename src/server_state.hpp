@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "side_wire.hpp"
+#include "side_stream.hpp"
 #include "weft/connection.hpp"
 
 namespace weft::detail::server {
@@ -26,14 +26,12 @@ constexpr std::size_t kept_reasons = 16;
 
 /// One client between its TCP connect and a connected endpoint.
 struct Pending {
-    enum class Step : std::uint8_t { hello, proof, fabric, done };
+    enum class Step : std::uint8_t { hello, fabric, done };
 
-    int fd = -1;
-    std::string peer;
+    detail::side::Stream stream;
+    detail::side::AcceptorHello hello;
     Deadline deadline;
     Step step = Step::hello;
-    detail::side::Nonce challenge{};
-    bool authenticated = false;
     Token token{};
     std::shared_ptr<Node> node;       // the Node this client joins
     std::uint64_t admitted = 0;       // MSG: the instance the gate let in with our token
@@ -41,33 +39,17 @@ struct Pending {
     PeerId id;                        // the client on `node`, once added
     bool fabric_up = false;           // connected and greeted (MSG), added (RDM)
     bool ready_in = false;            // the client's `ready` arrived
-    std::vector<std::byte> in;    // received, not yet a whole frame
-    std::vector<std::byte> out;   // to send
-    std::size_t out_sent = 0;
 
-    Pending(int fd_, std::string peer_, Deadline deadline_)
-        : fd(fd_), peer(std::move(peer_)), deadline(deadline_)
+    Pending(int fd, std::string peer, std::string_view secret, Deadline deadline_)
+        : stream(fd, std::move(peer)), hello(secret), deadline(deadline_)
     {
+        hello.start(stream);
     }
-    Pending(const Pending&) = delete;
-    Pending& operator=(const Pending&) = delete;
-    ~Pending()
-    {
-        if (fd >= 0)
-            ::close(fd);
-    }
-
-    void queue(Frame type, std::span<const std::byte> payload)
-    {
-        const auto h = detail::side::encode_header(type, payload.size());
-        out.insert(out.end(), h.begin(), h.end());
-        out.insert(out.end(), payload.begin(), payload.end());
-    }
+    const std::string& peer() const noexcept { return stream.peer(); }
     const char* waiting_for() const
     {
         switch (step) {
-        case Step::hello: return "its hello";
-        case Step::proof: return "its shared-secret proof";
+        case Step::hello: return hello.waiting_for();
         case Step::fabric:
             return !ready_in ? "its fabric connection and its ready"
                              : "its fabric connection to complete";
@@ -98,14 +80,12 @@ struct Server::State {
     void step(Clock::duration wait);
     void take_new_clients();
     void read_from(detail::server::Pending& p);
-    void on_frame(detail::server::Pending& p, const detail::side::FrameHead& head,
-                  std::span<const std::byte> payload);
+    void on_frame(detail::server::Pending& p, const detail::side::Received& frame);
     std::shared_ptr<Node> open_node();
     bool admit(std::uint64_t instance, std::span<const std::byte> token);
     void send_offer(detail::server::Pending& p);
     void advance_fabric(detail::server::Pending& p);
     void progress_nodes();
-    bool flush(detail::server::Pending& p);
     void finish(std::list<detail::server::Pending>::iterator it);
     void reject(std::list<detail::server::Pending>::iterator it, const std::string& why);
     std::string rejection_summary() const;

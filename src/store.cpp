@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "store_count.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -19,6 +20,14 @@ void Store::check_key(std::string_view call, std::string_view key)
     if (key.empty() || key.size() > 200)
         throw UsageError(std::string(call), -FI_EINVAL, "",
                          fmt::format("a store key has 1 to 200 characters, not {}", key.size()));
+}
+
+void Store::not_a_count(std::string_view key) const
+{
+    throw UsageError("Store::add", -FI_EINVAL, "",
+                     fmt::format("key '{}' in the {} holds a value that is not a decimal integer: "
+                                 "add() counts only in keys that set() leaves alone",
+                                 key, describe()));
 }
 
 void Store::timeout(std::string_view key) const
@@ -94,15 +103,11 @@ std::int64_t MemoryStore::add(std::string_view key, std::int64_t delta)
     {
         const std::lock_guard lock(m_);
         auto& v = kv_[std::string(key)];
-        std::int64_t was = 0;
-        const auto* text = reinterpret_cast<const char*>(v.data());
-        if (!v.empty() && std::from_chars(text, text + v.size(), was).ec != std::errc{})
-            throw UsageError("Store::add", -FI_EINVAL, "",
-                             fmt::format("key '{}' holds a value that is not a number", key));
-        sum += was;
-        const std::string now = std::to_string(sum);
-        const auto bytes = std::as_bytes(std::span(now.data(), now.size()));
-        v.assign(bytes.begin(), bytes.end());
+        const auto was = detail::parse_count(v);
+        if (!was)
+            not_a_count(key);
+        sum += *was;
+        v = detail::count_text(sum);
     }
     changed_.notify_all();
     return sum;

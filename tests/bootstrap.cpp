@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "support/sockets.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/connection.hpp"
 #include "weft/error.hpp"
@@ -299,12 +300,7 @@ TEST_CASE("shared secret: a stranger learns no address, token or key", "[bootstr
     Server server(opts, "127.0.0.1", 0);
     const auto stranger = [&](std::uint32_t flags, bool answer) {
         return std::async(std::launch::async, [&server, flags, answer] {
-            const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-            sockaddr_in a{};
-            a.sin_family = AF_INET;
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            a.sin_port = htons(server.port());
-            REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+            const int fd = test::loopback_connect(server.port());
             raw_hello(fd, flags);
             if (answer) { // a guessed proof: 32 B nonce + 32 B "HMAC"
                 const auto h = header(Frame::proof, 64);

@@ -2,7 +2,7 @@
 // The Store contract, the same cases on every store: set/get/erase, a get
 // that waits for a later set, a get that times out naming its key, add()
 // atomic across members, multi-get, barrier; members as threads, and for the
-// file store as processes.
+// file and TCP stores as processes.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -19,9 +20,11 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "support/sockets.hpp"
 #include "support/threads.hpp"
 #include "weft/error.hpp"
 #include "weft/store.hpp"
+#include "weft/tcp_store.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -45,11 +48,24 @@ struct Kind {
     std::function<std::shared_ptr<Store>(const std::string& dir)> open;
 };
 
+/// A TCP store's server and one member's connection to it, kept together.
+struct Served {
+    StoreServer server{"127.0.0.1", 0};
+    TcpStore store{server.address(), Deadline::after(10s)};
+};
+
+std::shared_ptr<Store> served()
+{
+    auto both = std::make_shared<Served>();
+    return {both, &both->store};
+}
+
 const std::vector<Kind>& kinds()
 {
     static const std::vector<Kind> all{
         {"memory", [](const std::string&) { return std::make_shared<MemoryStore>(); }},
         {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
+        {"tcp", [](const std::string&) { return served(); }},
     };
     return all;
 }
@@ -69,7 +85,7 @@ struct Opened {
 
 TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[store]")
 {
-    const Opened opened(GENERATE(0, 1));
+    const Opened opened(GENERATE(0, 1, 2));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     CHECK_FALSE(s->contains("a"));
@@ -95,7 +111,7 @@ TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[sto
 
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
-    const Opened opened(GENERATE(0, 1));
+    const Opened opened(GENERATE(0, 1, 2));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     std::thread late([&] {
@@ -119,7 +135,7 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
 
 TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
 {
-    const Opened opened(GENERATE(0, 1));
+    const Opened opened(GENERATE(0, 1, 2));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     constexpr int n = 8;
@@ -155,7 +171,7 @@ TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]"
 
 TEST_CASE("store: a barrier short of members times out saying how many arrived", "[store]")
 {
-    const Opened opened(GENERATE(0, 1));
+    const Opened opened(GENERATE(0, 1, 2));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     try {
@@ -167,28 +183,42 @@ TEST_CASE("store: a barrier short of members times out saying how many arrived",
     }
 }
 
-TEST_CASE("store: file store members as processes: add, barrier, every key read", "[store][process]")
+TEST_CASE("store: members as processes (file store, TCP store): add, barrier, every key read",
+          "[store][process]")
 {
     TempDir dir;
-    constexpr int n = 6;
+    std::optional<StoreServer> server;
+    const bool tcp = GENERATE(false, true);
+    INFO((tcp ? "tcp" : "file"));
+    if (tcp)
+        server.emplace("127.0.0.1", 0);
+    const auto open = [&]() -> std::unique_ptr<Store> {
+        if (tcp)
+            return std::make_unique<TcpStore>(server->address(), Deadline::after(10s));
+        return std::make_unique<FileStore>(dir.path);
+    };
+    constexpr int n = 8;
     std::vector<pid_t> children;
     for (int me = 0; me < n; ++me) {
         const pid_t pid = ::fork();
         REQUIRE(pid >= 0);
         if (pid == 0) {
+            // Only this thread lives on in the child: it never touches the
+            // parent's server, and leaves by _exit.
             int rc = 0;
             try {
-                FileStore s(dir.path);
+                const auto s = open();
                 for (int i = 0; i < 50; ++i)
-                    (void)s.add("counter", 1);
-                s.set(fmt::format("rank/{}", me), fmt::format("{}", me * me));
-                s.barrier("up", n, Deadline::after(60s));
+                    (void)s->add("counter", 1);
+                s->set(fmt::format("rank/{}", me), fmt::format("{}", me * me));
+                s->barrier("up", n, Deadline::after(60s));
                 for (int j = 0; j < n; ++j)
-                    if (s.get_text(fmt::format("rank/{}", j), Deadline::after(1s)) !=
+                    if (s->get_text(fmt::format("rank/{}", j), Deadline::after(1s)) !=
                         fmt::format("{}", j * j))
                         rc = 2;
-                if (s.add("counter", 0) != n * 50)
+                if (s->add("counter", 0) != n * 50)
                     rc = 3;
+                s->barrier("done", n, Deadline::after(60s));
             } catch (...) {
                 rc = 1;
             }
@@ -202,6 +232,71 @@ TEST_CASE("store: file store members as processes: add, barrier, every key read"
         CHECK(WIFEXITED(status));
         CHECK(WEXITSTATUS(status) == 0);
     }
-    FileStore s(dir.path);
-    CHECK(s.add("counter", 0) == n * 50);
+    const auto last = open();
+    CHECK(last->add("counter", 0) == n * 50);
+    if (tcp) { // the children's connections closed with them: this one is left
+        const auto until = Clock::now() + 10s;
+        while (server->members() != 1 && Clock::now() < until)
+            std::this_thread::sleep_for(10ms);
+        CHECK(server->members() == 1);
+    }
+}
+
+TEST_CASE("store: the TCP store's shared secret: the same one works, another or none is refused "
+          "saying so",
+          "[store][secret]")
+{
+    const std::string secret = "0123456789abcdef-store";
+    StoreServer server("127.0.0.1", 0, secret);
+    TcpStore member(server.address(), Deadline::after(10s), secret);
+    member.set("k", std::string_view("v"));
+    CHECK(member.get_text("k", Deadline::after(1s)) == "v");
+    try {
+        TcpStore wrong(server.address(), Deadline::after(10s), "another-secret-of-16-bytes");
+        FAIL("a member with another secret was let in");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("secret") != std::string::npos);
+    }
+    try {
+        TcpStore none(server.address(), Deadline::after(10s));
+        FAIL("a member without the secret was let in");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("requires a shared secret") != std::string::npos);
+    }
+    CHECK(member.get_text("k", Deadline::after(1s)) == "v"); // the member was not disturbed
+}
+
+TEST_CASE("store: a stranger on the TCP store's port costs its members nothing, and a server "
+          "that goes away is an error naming it, not a hang",
+          "[store][faults]")
+{
+    std::optional<StoreServer> server(std::in_place, "127.0.0.1", 0);
+    const std::string address = server->address();
+    TcpStore member(address, Deadline::after(10s));
+    // A silent stranger and one that speaks garbage.
+    const int silent = weft::test::loopback_connect(server->port());
+    const int garbage = weft::test::loopback_connect(server->port());
+    const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+    REQUIRE(::write(garbage, junk, sizeof junk - 1) == static_cast<ssize_t>(sizeof junk - 1));
+    for (int i = 0; i < 100; ++i)
+        CHECK(member.add("n", 1) == i + 1);
+    std::thread waiter([&] {
+        try {
+            (void)member.get("never", Deadline::after(60s));
+        } catch (const Error&) {
+        }
+    });
+    std::this_thread::sleep_for(100ms);
+    const auto start = Clock::now();
+    server.reset(); // the server exits while a get is parked there
+    waiter.join();
+    CHECK(Clock::now() - start < 5s);
+    try {
+        member.set("after", std::string_view("x"));
+        FAIL("a call after the server went away returned");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).find(address) != std::string::npos);
+    }
+    ::close(silent);
+    ::close(garbage);
 }

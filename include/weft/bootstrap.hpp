@@ -44,6 +44,8 @@ enum class Frame : std::uint16_t {
     error = 7,   ///< the peer failed; the payload says why
     challenge = 8, ///< acceptor -> connector: a random nonce (shared secret only)
     proof = 9,     ///< an HMAC over both nonces (shared secret only)
+    store = 10,        ///< member -> TCP store server: a request (src/store_wire.hpp)
+    store_answer = 11, ///< TCP store server -> member: its answer
 };
 
 /// Which end of the side channel this is: the shared-secret exchange is not

@@ -67,6 +67,8 @@ public:
 protected:
     /// UsageError unless 1 <= size <= 200.
     static void check_key(std::string_view call, std::string_view key);
+    /// The UsageError of add() on a key that holds no decimal integer.
+    [[noreturn]] void not_a_count(std::string_view key) const;
     /// The TimeoutError of a get that waited in vain.
     [[noreturn]] void timeout(std::string_view key) const;
 };

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// `weft info` and `weft doctor`: what is on this machine, and what stops weft.
+// `weft info` and `weft doctor`: what is on this machine, and what stops weft;
+// `weft store`: a TCP store server for groups.
 #pragma once
 
 #include <string>
@@ -22,5 +23,11 @@ struct DoctorOptions {
 /// Preflight checks with verdicts and fixes. Exit status: 0 when weft can run
 /// RDMA here, 1 when it cannot (it falls back), 2 when no provider works at all.
 int doctor(const DoctorOptions& options);
+
+struct StoreOptions {
+    std::string listen; ///< "[host:]port"
+};
+/// Serves a TCP store (weft/tcp_store.hpp) until SIGINT or SIGTERM.
+int store(const StoreOptions& options);
 
 } // namespace weft::tool

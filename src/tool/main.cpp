@@ -83,6 +83,13 @@ int main(int argc, char** argv)
                                            "patterns; compare with weft-raw-bench");
     weft::bench::add_options(*bn, bench);
 
+    weft::tool::StoreOptions store;
+    auto* st = app.add_subcommand("store", "serve a TCP rendezvous store for groups of weft "
+                                           "processes (members set WEFT_STORE=host:port)");
+    st->add_option("--listen", store.listen, "where to listen: [host:]port (port 0 picks one)")
+        ->required()
+        ->type_name("[HOST:]PORT");
+
     if (const int status = check_subcommand(app, argc, argv); status >= 0)
         return status;
     CLI11_PARSE(app, argc, argv);
@@ -95,6 +102,8 @@ int main(int argc, char** argv)
             return weft::tool::doctor(doctor);
         if (*bn)
             return weft::bench::run(bench, weft::bench::weft_factory());
+        if (*st)
+            return weft::tool::store(store);
     } catch (const std::exception& e) {
         std::cerr << "weft: " << e.what() << "\n";
         return 1;

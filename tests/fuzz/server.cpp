@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "../support/sockets.hpp"
 #include "weft/connection.hpp"
 #include "weft/error.hpp"
 
@@ -45,13 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     weft::Server& s = server(data[0] & 1);
     const auto before = s.rejections().count;
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(s.port());
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        std::abort();
+    const int fd = weft::test::loopback_connect(s.port()); // throws (aborts) when refused
     for (std::size_t sent = 1; sent < size;) {
         const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
         if (n <= 0)

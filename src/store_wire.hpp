@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+// The TCP store's requests and answers (tcp_store.cpp sends them,
+// store_server.cpp serves them), each the payload of one side-channel frame.
+//
+//   request (Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
+//                                  + bytes), then by op: set: value (u32 length
+//                                  + bytes); add: delta (i64 as u64)
+//   answer (Frame::store_answer):  id u32, status u8, then by op: get: value;
+//                                  add: the sum (i64 as u64)
+//
+// A get whose key is absent is parked at the server for up to wait_ms; its
+// answer is then `absent`. Answers carry the request's id, so that a member
+// whose own deadline passed first skips the late answer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wire.hpp"
+
+namespace weft::detail::store {
+
+enum class Op : std::uint8_t { set = 1, get = 2, add = 3, contains = 4, erase = 5 };
+enum class Status : std::uint8_t {
+    ok = 0,
+    absent = 1,
+    not_a_number = 2, // add() on a key whose value is not a decimal integer
+};
+
+struct Request {
+    std::uint32_t id = 0;
+    Op op = Op::get;
+    std::uint32_t wait_ms = 0;
+    std::string key;
+    std::vector<std::byte> value; // set
+    std::int64_t delta = 0;       // add
+};
+
+inline std::vector<std::byte> encode(const Request& r)
+{
+    wire::Writer w;
+    w.u32(r.id);
+    w.u8(static_cast<std::uint8_t>(r.op));
+    w.u32(r.wait_ms);
+    w.str(r.key);
+    if (r.op == Op::set)
+        w.bytes(r.value);
+    else if (r.op == Op::add)
+        w.u64(static_cast<std::uint64_t>(r.delta));
+    return w.data();
+}
+
+inline Request decode_request(std::span<const std::byte> payload)
+{
+    wire::Reader in(payload, "store request");
+    Request r;
+    r.id = in.u32();
+    const auto op = in.u8();
+    if (op < static_cast<std::uint8_t>(Op::set) || op > static_cast<std::uint8_t>(Op::erase))
+        throw Error("store", -EPROTO, "",
+                    "a store request has an unknown operation " + std::to_string(op) +
+                        ": the member is not a weft program of this version");
+    r.op = static_cast<Op>(op);
+    r.wait_ms = in.u32();
+    r.key = in.str();
+    if (r.op == Op::set)
+        r.value = in.bytes();
+    else if (r.op == Op::add)
+        r.delta = static_cast<std::int64_t>(in.u64());
+    in.finish();
+    return r;
+}
+
+struct Answer {
+    std::uint32_t id = 0;
+    Status status = Status::ok;
+    std::vector<std::byte> value; // get
+    std::int64_t sum = 0;         // add
+};
+
+inline std::vector<std::byte> encode(const Answer& a, Op op)
+{
+    wire::Writer w;
+    w.u32(a.id);
+    w.u8(static_cast<std::uint8_t>(a.status));
+    if (op == Op::get && a.status == Status::ok)
+        w.bytes(a.value);
+    else if (op == Op::add)
+        w.u64(static_cast<std::uint64_t>(a.sum));
+    return w.data();
+}
+
+/// The id of an answer, read before the rest (a late answer to an earlier
+/// request has another op's layout).
+inline std::uint32_t answer_id(std::span<const std::byte> payload)
+{
+    wire::Reader in(payload, "store answer");
+    return in.u32();
+}
+
+inline Answer decode_answer(std::span<const std::byte> payload, Op op)
+{
+    wire::Reader in(payload, "store answer");
+    Answer a;
+    a.id = in.u32();
+    const auto status = in.u8();
+    if (status > static_cast<std::uint8_t>(Status::not_a_number))
+        throw Error("store", -EPROTO, "",
+                    "the store server sent an unknown status " + std::to_string(status) +
+                        ": it is not a weft program of this version");
+    a.status = static_cast<Status>(status);
+    if (op == Op::get && a.status == Status::ok)
+        a.value = in.bytes();
+    else if (op == Op::add)
+        a.sum = static_cast<std::int64_t>(in.u64());
+    in.finish();
+    return a;
+}
+
+} // namespace weft::detail::store
