@@ -142,6 +142,7 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
             if (fd < 0)
                 continue;
             set_nonblocking(fd);
+            detail::share_port(fd);
             int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
             if (rc != 0 && errno == EINPROGRESS) {
                 if (wait_fd(fd, POLLOUT, deadline)) {

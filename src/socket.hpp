@@ -26,6 +26,15 @@ std::string address_text(const sockaddr* sa);
 std::uint16_t port_of(const sockaddr* sa);
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
+/// SO_REUSEADDR on a socket that connects: its ephemeral port stays
+/// bindable by other sockets that also reuse addresses. On iWARP, rdma_cm
+/// picks the port of an outgoing connection without asking TCP, and the
+/// device's kernel socket (siw binds with SO_REUSEADDR) then fails with
+/// EADDRINUSE where a side channel holds that port; libfabric 1.17's verbs
+/// provider loses that failure (fixed in 1.21: ofiwg/libfabric 486013572),
+/// so an ofi_rxm connection waits forever (measured on siw: 4 of 37 runs
+/// of the eight-clients test).
+void share_port(int fd);
 /// Waits for `events` on fd; false on timeout.
 bool wait_fd(int fd, short events, Deadline deadline);
 
