@@ -254,7 +254,12 @@ std::size_t Completions::drain(std::span<Completion> out)
     }
     if (!follow_ups_.empty())
         run_follow_ups();
-    if (n == 0 && !quarantine_.empty()) { // nothing of a closed endpoint is left in the queue
+    // Nothing of a closed endpoint is left once a read finds the queue empty;
+    // a read that absorbed an error entry (n == 0 too) has not: a closed
+    // endpoint's cancelled receives come one entry per read, and a block
+    // reused early would lend the rest to its next owner (measured: a crossing
+    // on tcp lost the new connection's peer).
+    if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
         free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
         quarantine_.clear();
     }
@@ -305,10 +310,16 @@ std::size_t Completions::absorb(const Error& e)
         throw;
     }
     const auto* tag = static_cast<const detail::Tag*>(e.context());
+    absorbed_ = true;
     if (tag->owner == nullptr)
         return 0; // an entry of a closed endpoint (cancelled at close): nobody's
     if (tag->owner->peer_) {
-        broken_.emplace_back(tag->owner->peer_, e.what());
+        // A connection that never came up (an attempt refused when two Nodes
+        // connect to each other at once, tcp cancelling its receives) is the
+        // event queue's to report, not its receives': the peer's other
+        // connection may be the one that lives.
+        if (tag->owner->was_connected())
+            broken_.emplace_back(tag->owner->peer_, e.what());
         return 0;
     }
     throw;

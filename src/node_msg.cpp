@@ -67,33 +67,48 @@ Info aimed_at(const Info& mine, const NodeAddress& peer)
 
 void Node::connect(PeerId peer, Deadline deadline)
 {
+    connect(std::span(&peer, 1), deadline);
+}
+
+void Node::connect(std::span<const PeerId> peers, Deadline deadline)
+{
     const Use use(*this, "Node::connect");
-    PeerEntry& e = entry(peer, "Node::connect");
-    if (rdm_ || e.state == PeerEntry::State::ready)
+    for (const PeerId peer : peers)
+        (void)entry(peer, "Node::connect");
+    if (rdm_)
         return;
-    if (e.state == PeerEntry::State::added)
-        connect_msg(peer);
+    for (const PeerId peer : peers)
+        if (peers_[peer.index].state == PeerEntry::State::added)
+            connect_msg(peer);
     const bool late = deadline.expired();
+    std::size_t done = 0; // peers[0, done) are connected
     for (std::uint32_t spins = 1;; ++spins) {
         events();
         q_->stash_some(); // the hellos arrive as completions
-        const PeerEntry& now = peers_[peer.index];
-        if (now.state == PeerEntry::State::ready)
+        for (; done < peers.size(); ++done) {
+            const PeerId peer = peers[done];
+            const PeerEntry& now = peers_[peer.index];
+            if (now.state == PeerEntry::State::ready)
+                continue;
+            if (now.state == PeerEntry::State::lost)
+                throw Error("Node::connect", -FI_ECONNREFUSED, std::string(provider()),
+                            fmt::format("peer {}: {}", peer.index, now.why), nullptr, true);
+            if (now.state == PeerEntry::State::removed)
+                throw UsageError("Node::connect", -FI_EINVAL, std::string(provider()),
+                                 fmt::format("peer {} was removed while connecting", peer.index));
+            break;
+        }
+        if (done == peers.size())
             return;
-        if (now.state == PeerEntry::State::lost)
-            throw Error("Node::connect", -FI_ECONNREFUSED, std::string(provider()),
-                        fmt::format("peer {}: {}", peer.index, now.why), nullptr, true);
-        if (now.state == PeerEntry::State::removed)
-            throw UsageError("Node::connect", -FI_EINVAL, std::string(provider()),
-                             fmt::format("peer {} was removed while connecting", peer.index));
         if ((spins & 255u) == 0 && deadline.expired())
             detail::throw_error(
                 "Node::connect", -FI_ETIMEDOUT, provider(),
                 late ? "the deadline had already passed when the connect began"
-                     : fmt::format("peer {} did not complete its connection before the deadline: "
-                                   "is its Node running and polling (a Node accepts and greets "
-                                   "connections while it polls, waits, or progresses)?",
-                                   peer.index));
+                     : fmt::format("peer {} did not complete its connection before the deadline "
+                                   "({} of {} connected): is its Node running and polling (a Node "
+                                   "accepts and greets connections while it polls, waits, or "
+                                   "progresses)?",
+                                   peers[done].index, done, peers.size()));
     }
 }
 
@@ -141,9 +156,11 @@ void Node::on_request(EventQueue::Event ev)
                 listener_->reject(ev);
                 return;
             }
-            by_fid_.erase(e.fid); // theirs is: drop our attempt
-            e.ep->close();
-            e.ep.reset();
+            if (e.ep) { // theirs is: drop our attempt (unless their refusal of it did)
+                by_fid_.erase(e.fid);
+                e.ep->close();
+                e.ep.reset();
+            }
             break;
         case PeerEntry::State::accepting:
             if (e.established) {

@@ -295,6 +295,7 @@ private:
     std::vector<detail::Tag> tags_;        // the arena (never reallocated)
     std::vector<std::uint32_t> free_blocks_;
     std::vector<std::uint32_t> quarantine_; // freed, reused once the queue was seen empty
+    bool absorbed_ = false;                 // absorb() took an entry since drain() last looked
     std::size_t block_ = 0;                // tags per endpoint
     std::uintptr_t tags_lo_ = 0;
     std::uintptr_t tags_span_ = 0;

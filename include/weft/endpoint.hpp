@@ -88,6 +88,8 @@ public:
     void begin_accept();
     void connected();
     bool ready() const noexcept { return hello_.connected && !hello_.awaiting && !hello_.due; }
+    /// MSG: FI_CONNECTED arrived (the connection was up at some point).
+    bool was_connected() const noexcept { return hello_.connected; }
     /// A Node's RDM endpoint whose provider misnames sources: every
     /// notification (and, with `messages`, every message) carries `tag` in
     /// the upper 32 bits of its CQ data.

@@ -92,6 +92,9 @@ public:
     void remove_peer(PeerId peer);
     /// Connects now (MSG; RDM: nothing to do) instead of on the first post.
     void connect(PeerId peer, Deadline deadline);
+    /// The same for many peers at once: every connection is begun, then all
+    /// are awaited (no peer waits for the one before it).
+    void connect(std::span<const PeerId> peers, Deadline deadline);
     bool connected(PeerId peer) const;
     /// Peers currently known (added, or connected to this Node), not removed.
     std::vector<PeerId> peers() const;
