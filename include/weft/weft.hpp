@@ -14,6 +14,7 @@
 #include "weft/error.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/fabric.hpp"
+#include "weft/group.hpp"
 #include "weft/info.hpp"
 #include "weft/listener.hpp"
 #include "weft/memory_region.hpp"
@@ -24,4 +25,5 @@
 #include "weft/remote_region.hpp"
 #include "weft/select.hpp"
 #include "weft/store.hpp"
+#include "weft/tcp_store.hpp"
 #include "weft/version.hpp"
