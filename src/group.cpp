@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "random.hpp"
+#include "weft/pmix_store.hpp"
 #include "weft/tcp_store.hpp"
 #include "weft/error.hpp"
 
@@ -254,6 +255,16 @@ struct Served {
 
 Group Group::from_environment(const Options& options, Deadline deadline)
 {
+    if (PmixStore::launched()) {
+        auto store = std::make_shared<PmixStore>();
+        const std::uint32_t rank = store->rank();
+        const std::uint32_t size = store->size();
+        Group g = join(store, rank, size, options, deadline);
+        g.launch_ = fmt::format("PMIX_RANK={}: launched by a PMIx launcher (mpirun, srun "
+                                "--mpi=pmix): the {}",
+                                rank, g.store_->describe());
+        return g;
+    }
     if (const char* at = std::getenv("WEFT_STORE"); at && *at) {
         const std::uint32_t rank = env_number("WEFT_RANK", at);
         const std::uint32_t size = env_number("WEFT_SIZE", at);

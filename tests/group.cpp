@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -79,67 +81,72 @@ void ring_and_mesh(Group& g)
     g.barrier(soon(60s)); // nobody's Node goes while others write to it
 }
 
-/// Runs the group example as `size` processes over a TCP store at `store`;
-/// returns each rank's exit status and output.
-struct Rank {
+/// A process whose output goes to a file, killed if it outlives the test.
+struct Spawned {
     pid_t pid = -1;
     std::string log;
+    int status = -1;
+    std::string output;
 };
 
-std::vector<std::string> run_example(const std::string& store, std::uint32_t size,
-                                     std::vector<int>& status)
+/// Starts `argv` with `env` added to (or replacing in) this environment.
+Spawned spawn(std::vector<std::string> argv, const std::vector<std::string>& env, int n)
 {
-    const auto dir = std::filesystem::temp_directory_path();
-    std::vector<Rank> ranks(size);
-    for (std::uint32_t r = 0; r < size; ++r) {
-        ranks[r].log = (dir / fmt::format("weft-group-{}-{}.log", ::getpid(), r)).string();
-        std::vector<std::string> env;
-        for (char** e = environ; *e; ++e)
-            if (std::strncmp(*e, "WEFT_STORE=", 11) && std::strncmp(*e, "WEFT_RANK=", 10) &&
-                std::strncmp(*e, "WEFT_SIZE=", 10))
-                env.emplace_back(*e);
-        env.push_back("WEFT_STORE=" + store);
-        env.push_back(fmt::format("WEFT_RANK={}", r));
-        env.push_back(fmt::format("WEFT_SIZE={}", size));
-        std::vector<char*> envp;
-        for (auto& e : env)
-            envp.push_back(e.data());
-        envp.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, ranks[r].log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0600);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        char* argv[] = {const_cast<char*>(WEFT_GROUP_EXAMPLE_PATH), nullptr};
-        const int e = posix_spawn(&ranks[r].pid, WEFT_GROUP_EXAMPLE_PATH, &fa, nullptr, argv,
-                                  envp.data());
-        posix_spawn_file_actions_destroy(&fa);
-        REQUIRE(e == 0);
+    Spawned p;
+    p.log = (std::filesystem::temp_directory_path() /
+             fmt::format("weft-group-{}-{}.log", ::getpid(), n))
+                .string();
+    std::vector<std::string> all;
+    for (char** e = environ; *e; ++e) {
+        const std::string_view var = *e;
+        const bool replaced = std::ranges::any_of(env, [&](const std::string& v) {
+            return var.substr(0, var.find('=') + 1) == v.substr(0, v.find('=') + 1);
+        });
+        if (!replaced)
+            all.emplace_back(var);
     }
-    status.assign(size, -1);
+    all.insert(all.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (auto& e : all)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> args;
+    for (auto& a : argv)
+        args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, p.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    const int e = posix_spawnp(&p.pid, args[0], &fa, nullptr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(e == 0);
+    return p;
+}
+
+/// Waits for every process (180 s in all, then every one is killed) and
+/// collects its status and output.
+void finish(std::vector<Spawned>& ps)
+{
     const auto until = Clock::now() + 180s;
-    for (std::uint32_t r = 0; r < size; ++r) {
+    for (Spawned& p : ps) {
         int st = 0;
-        while (waitpid(ranks[r].pid, &st, WNOHANG) == 0) {
-            if (Clock::now() > until) { // a hang: end every rank, and say so
-                for (const Rank& k : ranks)
+        while (waitpid(p.pid, &st, WNOHANG) == 0) {
+            if (Clock::now() > until) { // a hang: end every one, and say so
+                for (const Spawned& k : ps)
                     ::kill(k.pid, SIGKILL);
-                (void)waitpid(ranks[r].pid, &st, 0);
+                (void)waitpid(p.pid, &st, 0);
                 break;
             }
             std::this_thread::sleep_for(10ms);
         }
-        status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        std::ifstream f(p.log);
+        std::stringstream text;
+        text << f.rdbuf();
+        p.output = text.str();
+        std::filesystem::remove(p.log);
     }
-    std::vector<std::string> out;
-    for (const Rank& k : ranks) {
-        std::ifstream f(k.log);
-        std::stringstream s;
-        s << f.rdbuf();
-        out.push_back(s.str());
-        std::filesystem::remove(k.log);
-    }
-    return out;
 }
 
 } // namespace
@@ -177,15 +184,40 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
         const SideListener probe("127.0.0.1", 0);
         port = probe.port();
     }
-    std::vector<int> status;
-    const auto out = run_example(fmt::format("127.0.0.1:{}", port), 8, status);
+    std::vector<Spawned> ranks;
+    for (std::uint32_t r = 0; r < 8; ++r)
+        ranks.push_back(spawn({WEFT_GROUP_EXAMPLE_PATH},
+                              {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
+                               fmt::format("WEFT_RANK={}", r), "WEFT_SIZE=8"},
+                              static_cast<int>(r)));
+    finish(ranks);
     for (std::uint32_t r = 0; r < 8; ++r) {
-        INFO("rank " << r << " printed:\n" << out[r]);
-        CHECK(status[r] == 0);
-        CHECK(out[r].find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
+        INFO("rank " << r << " printed:\n" << ranks[r].output);
+        CHECK(ranks[r].status == 0);
+        CHECK(ranks[r].output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
               std::string::npos);
     }
-    CHECK(out[0].find("the TCP store (rank 0 serves it)") != std::string::npos);
+    CHECK(ranks[0].output.find("the TCP store (rank 0 serves it)") != std::string::npos);
+}
+
+TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and mesh",
+          "[group][process][pmix]")
+{
+    if (std::system("mpirun --version > /dev/null 2>&1") != 0) {
+        WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
+        return;
+    }
+    std::vector<Spawned> job;
+    job.push_back(spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8",
+                         WEFT_GROUP_EXAMPLE_PATH},
+                        {}, 0));
+    finish(job);
+    INFO("mpirun printed:\n" << job[0].output);
+    CHECK(job[0].status == 0);
+    for (std::uint32_t r = 0; r < 8; ++r)
+        CHECK(job[0].output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
+              std::string::npos);
+    CHECK(job[0].output.find("launched by a PMIx launcher") != std::string::npos);
 }
 
 TEST_CASE("group: a rank that never joins is named by the others' timeout, and bad ranks are "

@@ -54,6 +54,8 @@ public:
                       const Options& options, Deadline deadline, std::string name = "weft");
 
     /// The group this process was launched into, found in its environment:
+    ///   - PMIX_RANK (mpirun, srun --mpi=pmix): the PMIx store, rank and size
+    ///     as the launcher gave them;
     ///   - WEFT_STORE=host:port, WEFT_RANK, WEFT_SIZE: the TCP store there;
     ///     rank 0 serves it when it can listen there (else a `weft store
     ///     --listen` does) and, at its end, waits up to 10 s for the others

@@ -20,6 +20,7 @@
 #include "weft/memory_region.hpp"
 #include "weft/node.hpp"
 #include "weft/node_address.hpp"
+#include "weft/pmix_store.hpp"
 #include "weft/progress.hpp"
 #include "weft/registration_cache.hpp"
 #include "weft/remote_region.hpp"
