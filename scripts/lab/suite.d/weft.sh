@@ -79,7 +79,10 @@ check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
 # Many peers on one Node (one domain, one queue), every completion naming its peer.
 check_weft_node() { weft_catch "$WEFT_TESTS/test_node"; }
 check_weft_node_sleep() { weft_catch "$WEFT_TESTS/test_node_sleep"; }
-export -f check_weft_node check_weft_node_sleep
+# Ranks as threads on the verbs cells: every link of a ring connects from
+# both ends at once, then a mesh connects on first use.
+check_weft_group() { weft_catch "$WEFT_TESTS/test_group" "[group][threads]"; }
+export -f check_weft_node check_weft_node_sleep check_weft_group
 export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
     check_weft_batch check_weft_edges check_weft_soak check_weft_faults check_weft_contract \
     check_weft_server check_weft_peer_lost check_weft_lifetimes
@@ -98,6 +101,7 @@ run_check "$DEV" weft_peer_lost check_weft_peer_lost
 run_check "$DEV" weft_lifetimes check_weft_lifetimes
 WEFT_LAB_CHECK_TIMEOUT=600 run_check "$DEV" weft_node check_weft_node
 run_check "$DEV" weft_node_sleep check_weft_node_sleep
+run_check "$DEV" weft_group check_weft_group
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm
