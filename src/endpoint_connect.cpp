@@ -124,6 +124,7 @@ void Endpoint::begin_accept()
 void Endpoint::connected()
 {
     hello_.connected = true;
+    hello_.since = std::chrono::steady_clock::now();
     if (hello_.initiator) {
         send_hello(); // the initiator sends first (iWARP requires it)
         hello_.awaiting = true; // the acceptor's hello carries its id of this side

@@ -93,7 +93,7 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
     return !credits_.on() || credits_.decode_block(payload + frame::hello_size);
 }
 
-void Endpoint::expect_hello(Deadline deadline, bool initiator)
+void Endpoint::nudge_if_due()
 {
     // Where the acceptor may not see our hello until more data arrives
     // (Quirks::first_message_can_stall), the initiator sends a nudge after 20,
@@ -101,9 +101,21 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
     // other: it spends a credit, and the peer's repost returns it.
     using namespace std::chrono_literals;
     constexpr std::array<std::chrono::milliseconds, frame::max_nudges> nudge_at{20ms, 200ms, 1000ms};
-    const bool nudge = initiator && credits_.on() && framed_ && quirks_.first_message_can_stall;
-    const auto start = std::chrono::steady_clock::now();
-    std::uint32_t nudges = 0;
+    if (!hello_.initiator || !hello_.connected || !hello_.awaiting || !credits_.on() || !framed_ ||
+        !quirks_.first_message_can_stall || hello_.nudges >= nudge_at.size())
+        return;
+    if (std::chrono::steady_clock::now() - hello_.since < nudge_at[hello_.nudges])
+        return;
+    send_frame(frame::type_nudge, 0, Local{}, internal_ctx(), Peer{});
+    credits_.spend();
+    ++hello_.nudges;
+}
+
+void Endpoint::expect_hello(Deadline deadline, bool initiator)
+{
+    hello_.initiator = initiator;
+    hello_.connected = true;
+    hello_.since = std::chrono::steady_clock::now();
     std::uint32_t spins = 0;
     while (hello_.awaiting) {
         q_->stash_some();
@@ -113,12 +125,7 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
             detail::throw_error("connect", -FI_ETIMEDOUT, provider(),
                                 "connected, but the peer never sent weft's hello: is it a weft "
                                 "peer of the same version?");
-        if (nudge && nudges < nudge_at.size() &&
-            std::chrono::steady_clock::now() - start >= nudge_at[nudges]) {
-            send_frame(frame::type_nudge, 0, Local{}, internal_ctx(), Peer{});
-            credits_.spend();
-            ++nudges;
-        }
+        nudge_if_due();
     }
 }
 

@@ -288,8 +288,12 @@ void Node::events()
         PeerEntry& e = peers_[i];
         if (e.state != PeerEntry::State::connecting && e.state != PeerEntry::State::accepting)
             return true;
-        if (!e.ep || !e.ep->ready())
+        if (!e.ep)
             return false;
+        if (!e.ep->ready()) {
+            e.ep->nudge_if_due();
+            return false;
+        }
         ready(PeerId{i});
         return true;
     });

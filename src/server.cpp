@@ -103,7 +103,7 @@ void Server::State::take_new_clients()
 
 void Server::State::read_from(Pending& p)
 {
-    p.stream.receive(p.waiting_for());
+    p.stream.receive(p.waiting_for(msg()));
     while (const auto frame = p.stream.next())
         on_frame(p, *frame);
 }

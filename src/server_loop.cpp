@@ -102,7 +102,7 @@ void Server::State::step(Clock::duration wait)
                                               "(Options::handshake_timeout); the server waited "
                                               "for {}",
                                               p.peer(), selection->options().handshake_timeout.count(),
-                                              p.waiting_for()));
+                                              p.waiting_for(msg())));
         } catch (const std::exception& e) {
             reject(current, e.what());
         }

@@ -46,13 +46,21 @@ struct Pending {
         hello.start(stream);
     }
     const std::string& peer() const noexcept { return stream.peer(); }
-    const char* waiting_for() const
+    /// What the server waits for from this client (`msg`: MSG endpoints),
+    /// for the error that ends it.
+    const char* waiting_for(bool msg) const
     {
         switch (step) {
         case Step::hello: return hello.waiting_for();
         case Step::fabric:
-            return !ready_in ? "its fabric connection and its ready"
-                             : "its fabric connection to complete";
+            if (ready_in)
+                return "its fabric connection to complete";
+            if (!msg)
+                return "its ready (with its Node's address)";
+            return admitted == 0 ? "its fabric connection: no connection request presenting its "
+                                   "token arrived at the server's Node"
+                                 : "its ready: its connection request arrived and was accepted, "
+                                   "but the connection or its hellos did not complete";
         case Step::done: return "the last frame to be sent";
         }
         return "?";

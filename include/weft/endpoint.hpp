@@ -87,6 +87,10 @@ public:
     void begin_connect(std::span<const std::byte> param);
     void begin_accept();
     void connected();
+    /// A connecting initiator still waiting for the acceptor's hello sends a
+    /// nudge when one is due (Quirks::first_message_can_stall); call while
+    /// the connection is pending.
+    void nudge_if_due();
     bool ready() const noexcept { return hello_.connected && !hello_.awaiting && !hello_.due; }
     /// MSG: FI_CONNECTED arrived (the connection was up at some point).
     bool was_connected() const noexcept { return hello_.connected; }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -134,6 +135,8 @@ struct Handshake {
     bool due = false;          // a hello to send after the current drain
     bool exchange_ids = false; // a Node's: hellos carry each side's id of the other
     bool initiator = false;
+    std::uint32_t nudges = 0;  // sent while awaiting the acceptor's hello
+    std::chrono::steady_clock::time_point since{}; // FI_CONNECTED, for the nudges' times
 };
 
 } // namespace weft::detail
