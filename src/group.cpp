@@ -92,6 +92,10 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
                                     first.provider(), to_string(first.kind()), rank, e.what()));
         }
     }
+    // Marked live for as long as this process lives, where the store can
+    // tell (the TCP store drops the key with the process's connection).
+    const std::byte live{1};
+    s.set_while_alive(g.key("alive", rank), std::span(&live, 1));
     // Only members (who read the token from the store) may connect.
     g.node_->admit([token](std::uint64_t, std::span<const std::byte> credential) {
         return std::ranges::equal(credential, token);
@@ -112,7 +116,7 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
     // Everyone has added everyone: traffic may start (an RDM message from a
     // rank not yet in the address vector would name no peer).
     try {
-        s.barrier(g.key("joined"), size, deadline);
+        s.barrier(g.key("joined"), size, deadline, g.watch());
     } catch (const TimeoutError& e) {
         throw TimeoutError("Group::join", -FI_ETIMEDOUT, "",
                            fmt::format("rank {} of {}: not every rank joined in time ({})", rank,
@@ -131,7 +135,7 @@ std::vector<std::vector<std::byte>> Group::gather(std::string_view what,
             keys.push_back(fmt::format("{}/{}/{}", name_, what, r));
     std::vector<std::vector<std::byte>> got;
     try {
-        got = store_->get(keys, deadline);
+        got = store_->get(keys, deadline, watch());
     } catch (const TimeoutError&) {
         std::vector<std::uint32_t> missing;
         for (std::uint32_t r = 0; r < size_; ++r)
@@ -217,7 +221,30 @@ std::vector<RemoteRegion> Group::all_gather(const RemoteRegion& mine, Deadline d
 
 void Group::barrier(Deadline deadline)
 {
-    store_->barrier(key("barrier", barriers_++), size_, deadline);
+    store_->barrier(key("barrier", barriers_++), size_, deadline, watch());
+}
+
+std::vector<std::uint32_t> Group::departed() const
+{
+    // A rank that joined (its Node's address is there) and whose live mark
+    // is gone has ended; one that has not joined yet has neither.
+    std::vector<std::uint32_t> gone;
+    for (std::uint32_t r = 0; r < size_; ++r)
+        if (r != rank_ && !store_->contains(key("alive", r)) && store_->contains(key("node", r)))
+            gone.push_back(r);
+    return gone;
+}
+
+Store::Watch Group::watch() const
+{
+    return [this] {
+        if (const auto gone = departed(); !gone.empty())
+            throw Error("Group", -FI_ECONNRESET, std::string(node_->provider()),
+                        fmt::format("rank {} of {}: rank(s) {} left the group (the {} dropped "
+                                    "their live mark: the process ended)",
+                                    rank_, size_, fmt::join(gone, ", "), store_->describe()),
+                        nullptr, true);
+    };
 }
 
 namespace {

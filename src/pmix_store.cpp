@@ -172,7 +172,7 @@ bool PmixStore::erase(std::string_view)
                      "PMIx keeps what a process put for the job's life: it cannot erase a key");
 }
 
-void PmixStore::barrier(std::string_view key, std::size_t size, Deadline deadline)
+void PmixStore::barrier(std::string_view key, std::size_t size, Deadline deadline, const Watch&)
 {
     if (size != size_)
         throw UsageError("Store::barrier", -FI_EINVAL, "",

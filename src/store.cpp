@@ -54,14 +54,42 @@ std::string Store::get_text(std::string_view key, Deadline deadline)
     return {reinterpret_cast<const char*>(v.data()), v.size()};
 }
 
-void Store::barrier(std::string_view key, std::size_t size, Deadline deadline)
+std::vector<std::byte> Store::get(std::string_view key, Deadline deadline, const Watch& watch)
+{
+    if (!watch)
+        return get(key, deadline);
+    for (;;) {
+        const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
+        try {
+            return get(key, slice);
+        } catch (const TimeoutError&) {
+            if (deadline.expired())
+                throw;
+            watch();
+        }
+    }
+}
+
+std::vector<std::vector<std::byte>> Store::get(std::span<const std::string> keys,
+                                               Deadline deadline, const Watch& watch)
+{
+    if (!watch)
+        return get(keys, deadline);
+    std::vector<std::vector<std::byte>> out;
+    out.reserve(keys.size());
+    for (const auto& key : keys)
+        out.push_back(get(key, deadline, watch));
+    return out;
+}
+
+void Store::barrier(std::string_view key, std::size_t size, Deadline deadline, const Watch& watch)
 {
     const std::string arrived = fmt::format("{}/arrived", key);
     const std::string open = fmt::format("{}/open", key);
     if (add(arrived, 1) == static_cast<std::int64_t>(size))
         set(open, std::string_view("1"));
     try {
-        (void)get(open, deadline);
+        (void)get(open, deadline, watch);
     } catch (const TimeoutError&) {
         throw TimeoutError("Store::barrier", -FI_ETIMEDOUT, "",
                            fmt::format("barrier '{}': {} of {} members arrived in time in the {}",

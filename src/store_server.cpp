@@ -67,6 +67,7 @@ struct StoreServer::State {
     std::list<Member> members;
     std::map<std::string, std::vector<std::byte>, std::less<>> kv;
     std::list<Parked> parked;
+    std::map<std::string, const Member*, std::less<>> owner_of; // keys set_owned, by setter
     std::thread thread;
 
     State(std::string_view host, std::uint16_t port, std::string_view secret_)
@@ -89,6 +90,7 @@ struct StoreServer::State {
     void on_request(Member& m, const store::Request& r);
     void answer(Member& m, std::uint32_t id, store::Op op, store::Status status,
                 std::span<const std::byte> value = {}, std::int64_t sum = 0);
+    void answer_parked(const std::string& key, std::span<const std::byte> value);
     void drop(std::list<Member>::iterator it);
 };
 
@@ -193,20 +195,17 @@ void StoreServer::State::serve(Member& m)
 void StoreServer::State::on_request(Member& m, const store::Request& r)
 {
     switch (r.op) {
-    case store::Op::set: {
+    case store::Op::set:
+    case store::Op::set_owned:
         kv.insert_or_assign(r.key, r.value);
         key_count.store(kv.size(), std::memory_order_relaxed);
+        if (r.op == store::Op::set_owned)
+            owner_of.insert_or_assign(r.key, &m);
+        else
+            owner_of.erase(r.key);
         answer(m, r.id, r.op, store::Status::ok);
-        for (auto it = parked.begin(); it != parked.end();) {
-            if (it->key != r.key) {
-                ++it;
-                continue;
-            }
-            answer(*it->member, it->id, store::Op::get, store::Status::ok, r.value);
-            it = parked.erase(it);
-        }
+        answer_parked(r.key, r.value);
         return;
-    }
     case store::Op::get:
         if (const auto it = kv.find(r.key); it != kv.end())
             answer(m, r.id, r.op, store::Status::ok, it->second);
@@ -226,20 +225,14 @@ void StoreServer::State::on_request(Member& m, const store::Request& r)
         v = detail::count_text(sum);
         key_count.store(kv.size(), std::memory_order_relaxed);
         answer(m, r.id, r.op, store::Status::ok, {}, sum);
-        for (auto it = parked.begin(); it != parked.end();) {
-            if (it->key != r.key) {
-                ++it;
-                continue;
-            }
-            answer(*it->member, it->id, store::Op::get, store::Status::ok, v);
-            it = parked.erase(it);
-        }
+        answer_parked(r.key, v);
         return;
     }
     case store::Op::contains:
         answer(m, r.id, r.op, kv.contains(r.key) ? store::Status::ok : store::Status::absent);
         return;
     case store::Op::erase:
+        owner_of.erase(r.key);
         answer(m, r.id, r.op, kv.erase(r.key) ? store::Status::ok : store::Status::absent);
         key_count.store(kv.size(), std::memory_order_relaxed);
         return;
@@ -257,9 +250,31 @@ void StoreServer::State::answer(Member& m, std::uint32_t id, store::Op op, store
     m.stream.queue(Frame::store_answer, store::encode(a, op));
 }
 
+void StoreServer::State::answer_parked(const std::string& key, std::span<const std::byte> value)
+{
+    for (auto it = parked.begin(); it != parked.end();) {
+        if (it->key != key) {
+            ++it;
+            continue;
+        }
+        answer(*it->member, it->id, store::Op::get, store::Status::ok, value);
+        it = parked.erase(it);
+    }
+}
+
 void StoreServer::State::drop(std::list<Member>::iterator it)
 {
     parked.remove_if([&](const Parked& p) { return p.member == &*it; });
+    // The keys it set while it lived go with it (a departed member's mark).
+    for (auto o = owner_of.begin(); o != owner_of.end();) {
+        if (o->second != &*it) {
+            ++o;
+            continue;
+        }
+        kv.erase(o->first);
+        o = owner_of.erase(o);
+    }
+    key_count.store(kv.size(), std::memory_order_relaxed);
     if (it->through)
         through.fetch_sub(1, std::memory_order_relaxed);
     members.erase(it);

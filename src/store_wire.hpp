@@ -3,7 +3,7 @@
 // store_server.cpp serves them), each the payload of one side-channel frame.
 //
 //   request (Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
-//                                  + bytes), then by op: set: value (u32 length
+//                                  + bytes), then by op: set, set_owned: value (u32 length
 //                                  + bytes); add: delta (i64 as u64)
 //   answer (Frame::store_answer):  id u32, status u8, then by op: get: value;
 //                                  add: the sum (i64 as u64)
@@ -21,7 +21,14 @@
 
 namespace weft::detail::store {
 
-enum class Op : std::uint8_t { set = 1, get = 2, add = 3, contains = 4, erase = 5 };
+enum class Op : std::uint8_t {
+    set = 1,
+    get = 2,
+    add = 3,
+    contains = 4,
+    erase = 5,
+    set_owned = 6, // set, and erased when the setter's connection closes
+};
 enum class Status : std::uint8_t {
     ok = 0,
     absent = 1,
@@ -44,7 +51,7 @@ inline std::vector<std::byte> encode(const Request& r)
     w.u8(static_cast<std::uint8_t>(r.op));
     w.u32(r.wait_ms);
     w.str(r.key);
-    if (r.op == Op::set)
+    if (r.op == Op::set || r.op == Op::set_owned)
         w.bytes(r.value);
     else if (r.op == Op::add)
         w.u64(static_cast<std::uint64_t>(r.delta));
@@ -57,14 +64,14 @@ inline Request decode_request(std::span<const std::byte> payload)
     Request r;
     r.id = in.u32();
     const auto op = in.u8();
-    if (op < static_cast<std::uint8_t>(Op::set) || op > static_cast<std::uint8_t>(Op::erase))
+    if (op < static_cast<std::uint8_t>(Op::set) || op > static_cast<std::uint8_t>(Op::set_owned))
         throw Error("store", -EPROTO, "",
                     "a store request has an unknown operation " + std::to_string(op) +
                         ": the member is not a weft program of this version");
     r.op = static_cast<Op>(op);
     r.wait_ms = in.u32();
     r.key = in.str();
-    if (r.op == Op::set)
+    if (r.op == Op::set || r.op == Op::set_owned)
         r.value = in.bytes();
     else if (r.op == Op::add)
         r.delta = static_cast<std::int64_t>(in.u64());

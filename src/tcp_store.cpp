@@ -53,7 +53,7 @@ TcpStore::Answer TcpStore::call(std::string_view name, std::uint8_t op, std::str
     store::Request r;
     r.op = static_cast<store::Op>(op);
     r.key = key;
-    if (r.op == store::Op::set) {
+    if (r.op == store::Op::set || r.op == store::Op::set_owned) {
         r.value.assign(body.begin(), body.end());
         if (r.value.size() + key.size() + 64 > detail::side::max_payload)
             throw UsageError(std::string(name), -FI_EMSGSIZE, "",
@@ -162,6 +162,12 @@ std::int64_t TcpStore::add(std::string_view key, std::int64_t delta)
     if (a.status == store::Status::not_a_number)
         not_a_count(key);
     return a.sum;
+}
+
+void TcpStore::set_while_alive(std::string_view key, std::span<const std::byte> value)
+{
+    (void)call("Store::set_while_alive", static_cast<std::uint8_t>(store::Op::set_owned), key, value,
+               Deadline::never());
 }
 
 bool TcpStore::contains(std::string_view key)

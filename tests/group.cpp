@@ -200,6 +200,53 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
     CHECK(ranks[0].output.find("the TCP store (rank 0 serves it)") != std::string::npos);
 }
 
+TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store: every survivor's barrier "
+          "ends within 5 s with an error naming it",
+          "[group][process][faults]")
+{
+    std::uint16_t port = 0;
+    {
+        const SideListener probe("127.0.0.1", 0);
+        port = probe.port();
+    }
+    constexpr std::uint32_t n = 8;
+    constexpr std::uint32_t victim = 5;
+    std::vector<Spawned> ranks;
+    for (std::uint32_t r = 0; r < n; ++r)
+        ranks.push_back(spawn({WEFT_GROUP_MEMBER_PATH},
+                              {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
+                               fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
+                               fmt::format("WEFT_TEST_VICTIM={}", victim)},
+                              static_cast<int>(r)));
+    // Once the victim is through the first barrier, kill it.
+    const auto until = Clock::now() + 120s;
+    for (;;) {
+        std::ifstream f(ranks[victim].log);
+        std::stringstream text;
+        text << f.rdbuf();
+        if (text.str().find("READY") != std::string::npos)
+            break;
+        REQUIRE(Clock::now() < until);
+        std::this_thread::sleep_for(20ms);
+    }
+    std::this_thread::sleep_for(300ms); // the others are in their second barrier
+    const auto killed = std::chrono::steady_clock::now();
+    ::kill(ranks[victim].pid, SIGKILL);
+    finish(ranks);
+    for (std::uint32_t r = 0; r < n; ++r) {
+        if (r == victim)
+            continue;
+        INFO("rank " << r << " printed:\n" << ranks[r].output);
+        CHECK(ranks[r].status == 0); // an error, peer_lost(), naming the victim
+        long long at = 0;
+        const auto pos = ranks[r].output.find("AT ");
+        REQUIRE(pos != std::string::npos);
+        at = std::stoll(ranks[r].output.substr(pos + 3));
+        const auto after = std::chrono::nanoseconds(at) - killed.time_since_epoch();
+        CHECK(after < 5s);
+    }
+}
+
 TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and mesh",
           "[group][process][pmix]")
 {

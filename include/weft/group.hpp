@@ -88,6 +88,11 @@ public:
     std::vector<RemoteRegion> all_gather(const RemoteRegion& mine, Deadline deadline);
     /// Returns once every rank has called it (the n-th call of each).
     void barrier(Deadline deadline);
+    /// Ranks that joined and have ended since, where the store can tell (the
+    /// TCP store: the process's connection to it closed). Waits in join,
+    /// all_gather and barrier check this every second and end with an Error
+    /// (peer_lost()) naming them, instead of waiting for the deadline.
+    std::vector<std::uint32_t> departed() const;
 
     /// "rank 3 of 8 on tcp;ofi_rxm (RDM) through the TCP store at host:port".
     std::string describe() const;
@@ -99,6 +104,8 @@ private:
     /// Reads every rank's `what`/<r> (all but `skip`); TimeoutError names the ranks missing.
     std::vector<std::vector<std::byte>> gather(std::string_view what, std::optional<std::uint32_t> skip,
                                                Deadline deadline);
+    /// For the store's waits: throws when departed() is not empty.
+    Store::Watch watch() const;
 
     std::shared_ptr<void> served_; // from_environment's rank 0: the store's server, kept last
     std::string launch_;

@@ -32,6 +32,7 @@ public:
     /// True when a PMIx launcher started this process (PMIX_RANK is set).
     static bool launched();
 
+    using Store::barrier;
     using Store::get;
     using Store::set;
     void set(std::string_view key, std::span<const std::byte> value) override;
@@ -39,7 +40,10 @@ public:
     std::int64_t add(std::string_view key, std::int64_t delta) override;
     bool contains(std::string_view key) override;
     bool erase(std::string_view key) override;
-    void barrier(std::string_view key, std::size_t size, Deadline deadline) override;
+    /// A PMIx fence (`watch` is not called: the fence itself reports a rank
+    /// that ended, as partial success).
+    void barrier(std::string_view key, std::size_t size, Deadline deadline,
+                 const Watch& watch) override;
     std::string describe() const override;
 
 private:

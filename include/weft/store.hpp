@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,10 @@ class Store {
 public:
     virtual ~Store() = default;
 
+    /// Called about once a second while a watched call waits; it may throw to
+    /// end the wait (a Group checks that its ranks still live).
+    using Watch = std::function<void()>;
+
     /// Sets `key` to `value`, replacing what was there.
     virtual void set(std::string_view key, std::span<const std::byte> value) = 0;
     /// The value of `key`, once it exists; TimeoutError at `deadline`.
@@ -42,6 +47,17 @@ public:
     /// one call where a member needs every other member's key).
     virtual std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
                                                     Deadline deadline);
+    /// get() in slices of a second, calling `watch` between them.
+    std::vector<std::byte> get(std::string_view key, Deadline deadline, const Watch& watch);
+    std::vector<std::vector<std::byte>> get(std::span<const std::string> keys, Deadline deadline,
+                                            const Watch& watch);
+    /// Sets `key` for as long as this member lives, where the store can tell
+    /// (the TCP store erases it when the member's connection closes); a
+    /// plain set() elsewhere. Groups mark their live ranks with it.
+    virtual void set_while_alive(std::string_view key, std::span<const std::byte> value)
+    {
+        set(key, value);
+    }
     /// Adds `delta` to the integer at `key` (0 when absent), atomically, and
     /// returns the sum.
     virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
@@ -53,7 +69,12 @@ public:
     /// `deadline`, saying how many had arrived. This one counts with add() on
     /// `key`/arrived and opens `key`/open; a store with a collective of its own
     /// (a PMIx fence) may use that instead.
-    virtual void barrier(std::string_view key, std::size_t size, Deadline deadline);
+    virtual void barrier(std::string_view key, std::size_t size, Deadline deadline,
+                         const Watch& watch);
+    void barrier(std::string_view key, std::size_t size, Deadline deadline)
+    {
+        barrier(key, size, deadline, {});
+    }
     /// Which store this is, for reports ("in-process store", "file store in /dir").
     virtual std::string describe() const = 0;
 
@@ -77,6 +98,7 @@ protected:
 /// store, and a group of one).
 class MemoryStore final : public Store {
 public:
+    using Store::barrier;
     using Store::get;
     using Store::set;
     void set(std::string_view key, std::span<const std::byte> value) override;
@@ -99,6 +121,7 @@ class FileStore final : public Store {
 public:
     /// Creates `dir` when it does not exist.
     explicit FileStore(std::string dir);
+    using Store::barrier;
     using Store::get;
     using Store::set;
     void set(std::string_view key, std::span<const std::byte> value) override;

@@ -59,11 +59,14 @@ public:
     TcpStore(std::string_view host_port, Deadline deadline, std::string_view secret = {});
     ~TcpStore() override;
 
+    using Store::barrier;
     using Store::get;
     using Store::set;
     void set(std::string_view key, std::span<const std::byte> value) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;
+    /// Erased by the server when this connection closes (the process ended).
+    void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     bool contains(std::string_view key) override;
     bool erase(std::string_view key) override;
     std::string describe() const override;
