@@ -180,3 +180,30 @@ TEST_CASE("doctor: a full /dev/shm is found", "[doctor]")
     CHECK(f[0]["verdict"] == "warn");
     CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("1 MiB free"));
 }
+
+TEST_CASE("doctor: a group's open-file limit and FI_UNIVERSE_SIZE are checked against its ranks",
+          "[doctor][group]")
+{
+    // Under `ulimit -n 256` (soft, and hard), 100 ranks fit, 1000 do not.
+    const std::string base = "ulimit -n 256 && unset FI_UNIVERSE_SIZE && exec " +
+                             std::string(WEFT_CLI_PATH) + " doctor --json --ranks ";
+    const Run small = run_shell("bash -c '" + base + "100'");
+    auto f = findings(small, "open files");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] == "ok");
+    const Run big = run_shell("bash -c '" + base + "1000'");
+    f = findings(big, "open files");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] == "FAIL");
+    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("256 (soft) / 256 (hard)"));
+    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ulimit -n 1064"));
+    // A universe smaller than the group is found and its fix named.
+    const Run narrow = run_shell("FI_UNIVERSE_SIZE=16 " + std::string(WEFT_CLI_PATH) +
+                                 " doctor --json --ranks 100");
+    f = findings(narrow, "universe size");
+    REQUIRE(f.size() == 1);
+    CHECK(f[0]["verdict"] == "warn");
+    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("FI_UNIVERSE_SIZE=100"));
+    // Without --ranks, neither check runs.
+    CHECK(findings(run_shell(doctor()), "open files").empty());
+}

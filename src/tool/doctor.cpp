@@ -214,6 +214,10 @@ int doctor(const DoctorOptions& options)
                           "`systemctl start iwpmd` (rdma-core) for hardware iWARP"});
     for (auto& f : check_interfaces())
         findings.push_back(std::move(f));
+    if (options.ranks > 0) {
+        findings.push_back(check_open_files(options.ranks));
+        findings.push_back(check_universe(options.ranks));
+    }
     if (const char* fp = std::getenv("FI_PROVIDER"))
         findings.push_back({"libfabric", Verdict::note,
                             fmt::format("FI_PROVIDER={} limits which providers libfabric loads", fp),

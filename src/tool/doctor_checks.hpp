@@ -34,5 +34,9 @@ std::string read_first_line(const char* path);
 Finding check_ptrace(int shm_peer);
 /// /dev/shm writable, with room for shm's regions.
 Finding check_dev_shm();
+/// For a group of `ranks` (doctor_group.cpp): RLIMIT_NOFILE against one
+/// descriptor per peer, and FI_UNIVERSE_SIZE against ofi_rxm's sizing.
+Finding check_open_files(unsigned ranks);
+Finding check_universe(unsigned ranks);
 
 } // namespace weft::tool::doctor_checks

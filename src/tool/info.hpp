@@ -19,6 +19,7 @@ int info(const InfoOptions& options);
 struct DoctorOptions {
     bool json = false;
     int shm_peer = 0; ///< also check cross-memory attach to this process
+    unsigned ranks = 0; ///< also check what a group of this many ranks needs
 };
 /// Preflight checks with verdicts and fixes. Exit status: 0 when weft can run
 /// RDMA here, 1 when it cannot (it falls back), 2 when no provider works at all.

@@ -77,6 +77,10 @@ int main(int argc, char** argv)
                     "also check cross-memory attach (shm) to this process id")
         ->check(CLI::Range(1, std::numeric_limits<int>::max()))
         ->type_name("PID");
+    doc->add_option("--ranks", doctor.ranks,
+                    "also check what a group of N ranks needs here (open files, FI_UNIVERSE_SIZE)")
+        ->check(CLI::Range(1u, 1u << 24))
+        ->type_name("N");
 
     weft::bench::Config bench;
     auto* bn = app.add_subcommand("bench", "latency, bandwidth, message rate and IOPS of RMA "
