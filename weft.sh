@@ -19,10 +19,10 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
           catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox
-          iproute2 libpmix-dev)
+          iproute2 libpmix-dev libcurl4-openssl-dev)
 # For `./weft.sh test` only: libFuzzer (clang) for the fuzz targets, and
-# Open MPI's mpirun to launch groups through PMIx.
-test_packages=(clang libclang-rt-14-dev openmpi-bin)
+# Open MPI's mpirun to launch groups through PMIx, and etcd for the etcd store.
+test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "random.hpp"
+#include "weft/etcd_store.hpp"
 #include "weft/pmix_store.hpp"
 #include "weft/tcp_store.hpp"
 #include "weft/error.hpp"
@@ -94,8 +95,7 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
     }
     // Marked live for as long as this process lives, where the store can
     // tell (the TCP store drops the key with the process's connection).
-    const std::byte live{1};
-    s.set_while_alive(g.key("alive", rank), std::span(&live, 1));
+    s.set_while_alive(g.key("alive", rank), std::string_view("1"));
     // Only members (who read the token from the store) may connect.
     g.node_->admit([token](std::uint64_t, std::span<const std::byte> credential) {
         return std::ranges::equal(credential, token);
@@ -249,7 +249,7 @@ Store::Watch Group::watch() const
 
 namespace {
 
-/// WEFT_RANK / WEFT_SIZE, checked.
+/// WEFT_RANK / WEFT_SIZE, checked (`store`: the variable that asked for them).
 std::uint32_t env_number(const char* name, const char* store)
 {
     const char* text = std::getenv(name);
@@ -258,9 +258,9 @@ std::uint32_t env_number(const char* name, const char* store)
     const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (!text || ec != std::errc{} || end != t.data() + t.size())
         throw UsageError("Group::from_environment", -FI_EINVAL, "",
-                         fmt::format("WEFT_STORE={} names a TCP store, so {} must be set to a "
-                                     "number too (it is {}): set WEFT_RANK and WEFT_SIZE for "
-                                     "every process of the group",
+                         fmt::format("the store at {} is named, so {} must be set to a number "
+                                     "too (it is {}): set WEFT_RANK and WEFT_SIZE for every "
+                                     "process of the group",
                                      store, name, text ? fmt::format("'{}'", text) : "unset"));
     return v;
 }
@@ -290,6 +290,23 @@ Group Group::from_environment(const Options& options, Deadline deadline)
         g.launch_ = fmt::format("PMIX_RANK={}: launched by a PMIx launcher (mpirun, srun "
                                 "--mpi=pmix): the {}",
                                 rank, g.store_->describe());
+        return g;
+    }
+    if (const char* at = std::getenv("WEFT_ETCD"); at && *at) {
+        const std::uint32_t rank = env_number("WEFT_RANK", at);
+        const std::uint32_t size = env_number("WEFT_SIZE", at);
+        const char* job = std::getenv("WEFT_JOB");
+        if (!job || !*job)
+            throw UsageError("Group::from_environment", -FI_EINVAL, "",
+                             fmt::format("WEFT_ETCD={} names an etcd store, which outlives jobs: "
+                                         "set WEFT_JOB to a name of this job's own (the same in "
+                                         "every rank, e.g. $SLURM_JOB_ID or a UUID), so that no "
+                                         "rank reads an earlier job's keys",
+                                         at));
+        auto store = std::make_shared<EtcdStore>(at, deadline, fmt::format("weft-job/{}/", job));
+        Group g = join(store, rank, size, options, deadline);
+        g.launch_ = fmt::format("WEFT_ETCD={} WEFT_JOB={} WEFT_RANK={} WEFT_SIZE={}: the {}", at,
+                                job, rank, size, store->describe());
         return g;
     }
     if (const char* at = std::getenv("WEFT_STORE"); at && *at) {

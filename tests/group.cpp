@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/etcd.hpp"
 #include "support/threads.hpp"
 
 extern char** environ;
@@ -200,21 +201,29 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
     CHECK(ranks[0].output.find("the TCP store (rank 0 serves it)") != std::string::npos);
 }
 
-TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store: every survivor's barrier "
-          "ends within 5 s with an error naming it",
+TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd: every "
+          "survivor's barrier ends within 5 s with an error naming it",
           "[group][process][faults]")
 {
-    std::uint16_t port = 0;
-    {
+    const bool etcd = GENERATE(false, true);
+    INFO((etcd ? "etcd" : "TCP store"));
+    if (etcd && test::Etcd::unavailable()) {
+        WARN("SKIPPED over etcd: " << *test::Etcd::unavailable());
+        return;
+    }
+    std::string where;
+    if (etcd) {
+        where = fmt::format("WEFT_ETCD={}", test::Etcd::shared().endpoint());
+    } else {
         const SideListener probe("127.0.0.1", 0);
-        port = probe.port();
+        where = fmt::format("WEFT_STORE=127.0.0.1:{}", probe.port());
     }
     constexpr std::uint32_t n = 8;
     constexpr std::uint32_t victim = 5;
     std::vector<Spawned> ranks;
     for (std::uint32_t r = 0; r < n; ++r)
         ranks.push_back(spawn({WEFT_GROUP_MEMBER_PATH},
-                              {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
+                              {where, fmt::format("WEFT_JOB=killed-{}", ::getpid()),
                                fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
                                fmt::format("WEFT_TEST_VICTIM={}", victim)},
                               static_cast<int>(r)));

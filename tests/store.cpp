@@ -20,9 +20,11 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "support/etcd.hpp"
 #include "support/sockets.hpp"
 #include "support/threads.hpp"
 #include "weft/error.hpp"
+#include "weft/etcd_store.hpp"
 #include "weft/store.hpp"
 #include "weft/tcp_store.hpp"
 
@@ -60,13 +62,23 @@ std::shared_ptr<Store> served()
     return {both, &both->store};
 }
 
+/// Every store; etcd where an etcd can start here (tests/etcd_store.cpp says
+/// when it cannot), each store under a fresh prefix of one shared etcd.
 const std::vector<Kind>& kinds()
 {
-    static const std::vector<Kind> all{
-        {"memory", [](const std::string&) { return std::make_shared<MemoryStore>(); }},
-        {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
-        {"tcp", [](const std::string&) { return served(); }},
-    };
+    static const std::vector<Kind> all = [] {
+        std::vector<Kind> k{
+            {"memory", [](const std::string&) { return std::make_shared<MemoryStore>(); }},
+            {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
+            {"tcp", [](const std::string&) { return served(); }},
+        };
+        if (!test::Etcd::unavailable())
+            k.push_back({"etcd", [](const std::string& dir) -> std::shared_ptr<Store> {
+                             return std::make_shared<EtcdStore>(test::Etcd::shared().endpoint(),
+                                                                Deadline::after(30s), dir + "/");
+                         }});
+        return k;
+    }();
     return all;
 }
 
@@ -85,7 +97,7 @@ struct Opened {
 
 TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[store]")
 {
-    const Opened opened(GENERATE(0, 1, 2));
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     CHECK_FALSE(s->contains("a"));
@@ -111,7 +123,7 @@ TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[sto
 
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
-    const Opened opened(GENERATE(0, 1, 2));
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     std::thread late([&] {
@@ -135,7 +147,7 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
 
 TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
 {
-    const Opened opened(GENERATE(0, 1, 2));
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     constexpr int n = 8;
@@ -171,7 +183,7 @@ TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]"
 
 TEST_CASE("store: a barrier short of members times out saying how many arrived", "[store]")
 {
-    const Opened opened(GENERATE(0, 1, 2));
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     try {

@@ -56,6 +56,9 @@ public:
     /// The group this process was launched into, found in its environment:
     ///   - PMIX_RANK (mpirun, srun --mpi=pmix): the PMIx store, rank and size
     ///     as the launcher gave them;
+    ///   - WEFT_ETCD=host:port, WEFT_JOB, WEFT_RANK, WEFT_SIZE: the etcd store
+    ///     there, the job's keys under weft-job/<WEFT_JOB>/; a rank's live
+    ///     mark is under its lease, so a rank that dies is seen within its TTL;
     ///   - WEFT_STORE=host:port, WEFT_RANK, WEFT_SIZE: the TCP store there;
     ///     rank 0 serves it when it can listen there (else a `weft store
     ///     --listen` does) and, at its end, waits up to 10 s for the others

@@ -84,6 +84,10 @@ public:
         set(key, std::as_bytes(std::span(text.data(), text.size())));
     }
     std::string get_text(std::string_view key, Deadline deadline);
+    void set_while_alive(std::string_view key, std::string_view text)
+    {
+        set_while_alive(key, std::as_bytes(std::span(text.data(), text.size())));
+    }
 
 protected:
     /// UsageError unless 1 <= size <= 200.

@@ -62,6 +62,7 @@ public:
     using Store::barrier;
     using Store::get;
     using Store::set;
+    using Store::set_while_alive;
     void set(std::string_view key, std::span<const std::byte> value) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;

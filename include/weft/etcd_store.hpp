@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/// @brief A Store on etcd (the metadata service NIXL and Mooncake use), for
+/// long-lived services whose members come and go, through etcd's JSON
+/// gateway (etcd 3.4: POST /v3/kv/..., /v3/lease/...).
+///
+/// Each EtcdStore holds a lease of `ttl`, kept alive by a thread of its own:
+/// keys put with set_while_alive() live under it, so a member that crashes
+/// loses them within `ttl` (its entry does not stay behind to mislead new
+/// members, as NIXL's do), and one that closes revokes the lease at once.
+/// get() waits by polling the key (5 ms at first, then up to 50 ms); add()
+/// is a compare-and-swap transaction. Keys go under `prefix`.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/store.hpp"
+
+namespace weft {
+
+class EtcdStore final : public Store {
+public:
+    /// Connects to etcd at "host:port" and takes a lease of `ttl` (at least
+    /// 1 s); retries a refused connection until `deadline` (etcd may start
+    /// after its members).
+    EtcdStore(std::string_view endpoint, Deadline deadline, std::string prefix = "",
+              std::chrono::seconds ttl = std::chrono::seconds(2));
+    ~EtcdStore() override; // revokes the lease: this member's live keys go at once
+    EtcdStore(const EtcdStore&) = delete;
+    EtcdStore& operator=(const EtcdStore&) = delete;
+
+    using Store::barrier;
+    using Store::get;
+    using Store::set;
+    using Store::set_while_alive;
+    void set(std::string_view key, std::span<const std::byte> value) override;
+    /// Under this store's lease: gone within `ttl` of this process's end.
+    void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
+    std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
+    std::int64_t add(std::string_view key, std::int64_t delta) override;
+    bool contains(std::string_view key) override;
+    bool erase(std::string_view key) override;
+    std::string describe() const override;
+
+    /// The keys under `prefix` now (without this store's own prefix), sorted:
+    /// a service's view of who is there.
+    std::vector<std::string> keys(std::string_view prefix);
+    /// The lease's id, as etcd names it.
+    std::int64_t lease() const noexcept { return lease_; }
+
+    struct Http;
+
+private:
+    std::string full(std::string_view key) const { return prefix_ + std::string(key); }
+    void put(std::string_view key, std::span<const std::byte> value, bool leased);
+    void keep_alive();
+
+    std::string endpoint_;
+    std::string prefix_;
+    std::chrono::seconds ttl_;
+    std::mutex m_; // the calls' connection
+    std::unique_ptr<Http> http_;
+    std::int64_t lease_ = 0;
+    std::mutex stop_m_;
+    std::condition_variable stop_cv_;
+    bool stopping_ = false;
+    std::atomic<bool> lease_lost_{false};
+    std::string lease_error_;
+    std::thread keeper_;
+};
+
+} // namespace weft

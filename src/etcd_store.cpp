@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+// EtcdStore over etcd's JSON gateway, with libcurl (a kept HTTP client beats a
+// hand-written one) and nlohmann-json; keys and values travel base64-encoded.
+#include "weft/etcd_store.hpp"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "store_count.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string b64(std::span<const std::byte> in)
+{
+    std::string out(4 * ((in.size() + 2) / 3), '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(in.data()),
+                                  static_cast<int>(in.size()));
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+std::string b64(std::string_view text) { return b64(std::as_bytes(std::span(text.data(), text.size()))); }
+
+std::vector<std::byte> unb64(const std::string& in)
+{
+    std::vector<std::byte> out(3 * (in.size() / 4) + 3);
+    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(in.data()),
+                                  static_cast<int>(in.size()));
+    if (n < 0)
+        throw Error("etcd", -EPROTO, "", "etcd sent a value that is not base64");
+    // EVP_DecodeBlock counts the padding's zero bytes: take them off.
+    std::size_t size = static_cast<std::size_t>(n);
+    for (auto it = in.rbegin(); it != in.rend() && *it == '='; ++it)
+        --size;
+    out.resize(size);
+    return out;
+}
+
+/// The first key after every key that starts with `prefix` (etcd's range_end).
+std::string prefix_end(std::string prefix)
+{
+    while (!prefix.empty()) {
+        auto& c = reinterpret_cast<unsigned char&>(prefix.back());
+        if (c < 0xff) {
+            ++c;
+            return prefix;
+        }
+        prefix.pop_back();
+    }
+    return std::string(1, '\0');
+}
+
+std::int64_t number(const json& j, const char* field)
+{
+    if (!j.contains(field))
+        return 0;
+    const auto& v = j[field];
+    return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<std::int64_t>();
+}
+
+const struct CurlInit {
+    CurlInit() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+} curl_init;
+
+} // namespace
+
+/// One connection (a curl easy handle, kept alive between requests).
+struct EtcdStore::Http {
+    CURL* curl = nullptr;
+    std::string base;
+    std::string body;
+    curl_slist* headers = nullptr;
+
+    explicit Http(std::string endpoint) : base("http://" + std::move(endpoint))
+    {
+        curl = curl_easy_init();
+        if (!curl)
+            throw Error("curl_easy_init", -FI_ENOMEM, "", "libcurl could not start");
+        headers = curl_slist_append(nullptr, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* p, size_t, size_t n, void* to) {
+            static_cast<std::string*>(to)->append(p, n);
+            return n;
+        });
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    }
+    ~Http()
+    {
+        curl_slist_free_all(headers);
+        curl_easy_cleanup(curl);
+    }
+    Http(const Http&) = delete;
+    Http& operator=(const Http&) = delete;
+
+    /// POSTs `request` to `path`; etcd's answer, or Error naming what failed.
+    json post(const char* path, const json& request, std::chrono::milliseconds timeout)
+    {
+        const std::string url = base + path;
+        const std::string text = request.dump();
+        body.clear();
+        curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, text.c_str());
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(text.size()));
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(timeout.count(), 1)));
+        const CURLcode rc = curl_easy_perform(curl);
+        if (rc != CURLE_OK) {
+            const int code = rc == CURLE_OPERATION_TIMEDOUT ? -FI_ETIMEDOUT
+                             : rc == CURLE_COULDNT_CONNECT ? -FI_ECONNREFUSED
+                                                           : -FI_EIO;
+            const std::string what = fmt::format("etcd at {} did not answer {}: {}", base, path,
+                                                 curl_easy_strerror(rc));
+            if (code == -FI_ETIMEDOUT)
+                throw TimeoutError("etcd", code, "", what);
+            throw Error("etcd", code, "", what);
+        }
+        long status = 0;
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        // A streamed answer (lease keep-alive) wraps its message in "result".
+        json answer = json::parse(body, nullptr, false);
+        if (answer.is_discarded() || status != 200)
+            throw Error("etcd", -EPROTO, "",
+                        fmt::format("etcd at {} answered {} with HTTP {}: {}", base, path, status,
+                                    body.substr(0, 200)));
+        if (answer.contains("result"))
+            answer = answer["result"];
+        if (answer.contains("error"))
+            throw Error("etcd", -EPROTO, "",
+                        fmt::format("etcd at {} refused {}: {}", base, path, answer["error"].dump()));
+        return answer;
+    }
+};
+
+namespace {
+constexpr std::chrono::milliseconds call_timeout{10000};
+}
+
+EtcdStore::EtcdStore(std::string_view endpoint, Deadline deadline, std::string prefix,
+                     std::chrono::seconds ttl)
+    : endpoint_(endpoint), prefix_(std::move(prefix)), ttl_(std::max(ttl, std::chrono::seconds(1))),
+      http_(std::make_unique<Http>(endpoint_))
+{
+    // etcd may start after its members: a refused connection is tried again.
+    for (auto wait = std::chrono::milliseconds(10);; wait = std::min(wait * 2, std::chrono::milliseconds(500))) {
+        try {
+            lease_ = number(http_->post("/v3/lease/grant", {{"TTL", ttl_.count()}}, call_timeout), "ID");
+            break;
+        } catch (const Error& e) {
+            if (e.code() != -FI_ECONNREFUSED || deadline.expired())
+                throw Error("EtcdStore", e.code(), "",
+                            fmt::format("{} (is etcd running there? its client URL is "
+                                        "--listen-client-urls)",
+                                        e.what()));
+            std::this_thread::sleep_for(wait);
+        }
+    }
+    if (lease_ == 0)
+        throw Error("EtcdStore", -EPROTO, "", "etcd granted no lease");
+    keeper_ = std::thread([this] { keep_alive(); });
+}
+
+EtcdStore::~EtcdStore()
+{
+    {
+        const std::lock_guard lock(stop_m_);
+        stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    keeper_.join();
+    try {
+        const std::lock_guard lock(m_);
+        (void)http_->post("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, call_timeout);
+    } catch (const std::exception&) {
+        // etcd is gone: the lease expires there on its own
+    }
+}
+
+void EtcdStore::keep_alive()
+{
+    Http http(endpoint_); // a connection of its own: calls may wait on theirs
+    std::unique_lock lock(stop_m_);
+    while (!stop_cv_.wait_for(lock, ttl_ / 3, [this] { return stopping_; })) {
+        lock.unlock();
+        try {
+            const json a = http.post("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}},
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(ttl_));
+            if (number(a, "TTL") <= 0) {
+                lease_error_ = "etcd says the lease expired (this process stalled longer than "
+                               "its TTL?)";
+                lease_lost_ = true;
+            }
+        } catch (const std::exception& e) {
+            lease_error_ = e.what();
+            lease_lost_ = true;
+        }
+        lock.lock();
+    }
+}
+
+std::string EtcdStore::describe() const
+{
+    return fmt::format("etcd store at {} (lease {:x}, TTL {} s)", endpoint_, lease_, ttl_.count());
+}
+
+void EtcdStore::put(std::string_view key, std::span<const std::byte> value, bool leased)
+{
+    json r = {{"key", b64(full(key))}, {"value", b64(value)}};
+    if (leased) {
+        if (lease_lost_)
+            throw Error("Store::set_while_alive", -FI_ECONNRESET, "",
+                        fmt::format("the {}'s lease is lost: {}", describe(), lease_error_));
+        r["lease"] = std::to_string(lease_);
+    }
+    const std::lock_guard lock(m_);
+    (void)http_->post("/v3/kv/put", r, call_timeout);
+}
+
+void EtcdStore::set(std::string_view key, std::span<const std::byte> value)
+{
+    check_key("Store::set", key);
+    put(key, value, false);
+}
+
+void EtcdStore::set_while_alive(std::string_view key, std::span<const std::byte> value)
+{
+    check_key("Store::set_while_alive", key);
+    put(key, value, true);
+}
+
+std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
+{
+    check_key("Store::get", key);
+    const json r = {{"key", b64(full(key))}};
+    for (auto wait = std::chrono::milliseconds(5);; wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
+        json a;
+        {
+            const std::lock_guard lock(m_);
+            a = http_->post("/v3/kv/range", r, call_timeout);
+        }
+        if (a.contains("kvs") && !a["kvs"].empty())
+            return a["kvs"][0].contains("value") ? unb64(a["kvs"][0]["value"].get<std::string>())
+                                                 : std::vector<std::byte>{};
+        if (deadline.expired())
+            timeout(key);
+        std::this_thread::sleep_for(std::min<Clock::duration>(wait, deadline.remaining()));
+    }
+}
+
+bool EtcdStore::contains(std::string_view key)
+{
+    check_key("Store::contains", key);
+    const std::lock_guard lock(m_);
+    const json a = http_->post("/v3/kv/range", {{"key", b64(full(key))}, {"count_only", true}},
+                               call_timeout);
+    return number(a, "count") > 0;
+}
+
+bool EtcdStore::erase(std::string_view key)
+{
+    check_key("Store::erase", key);
+    const std::lock_guard lock(m_);
+    const json a = http_->post("/v3/kv/deleterange", {{"key", b64(full(key))}}, call_timeout);
+    return number(a, "deleted") > 0;
+}
+
+std::int64_t EtcdStore::add(std::string_view key, std::int64_t delta)
+{
+    check_key("Store::add", key);
+    const std::string k = b64(full(key));
+    const std::lock_guard lock(m_);
+    for (;;) {
+        // Read the count and its revision, then write the sum only if nobody
+        // wrote in between (a compare-and-swap transaction); else again.
+        const json a = http_->post("/v3/kv/range", {{"key", k}}, call_timeout);
+        std::vector<std::byte> v;
+        json compare;
+        if (a.contains("kvs") && !a["kvs"].empty()) {
+            const json& kv = a["kvs"][0];
+            if (kv.contains("value"))
+                v = unb64(kv["value"].get<std::string>());
+            compare = {{"key", k}, {"target", "MOD"}, {"mod_revision", std::to_string(number(kv, "mod_revision"))}};
+        } else {
+            compare = {{"key", k}, {"target", "CREATE"}, {"create_revision", "0"}};
+        }
+        const auto was = detail::parse_count(v);
+        if (!was)
+            not_a_count(key);
+        const std::int64_t sum = *was + delta;
+        const json txn = {{"compare", json::array({compare})},
+                          {"success", json::array({{{"request_put",
+                                                     {{"key", k}, {"value", b64(std::span<const std::byte>(detail::count_text(sum)))}}}}})}};
+        const json t = http_->post("/v3/kv/txn", txn, call_timeout);
+        if (t.value("succeeded", false))
+            return sum;
+    }
+}
+
+std::vector<std::string> EtcdStore::keys(std::string_view prefix)
+{
+    const std::string from = full(prefix);
+    const std::lock_guard lock(m_);
+    const json a = http_->post("/v3/kv/range",
+                               {{"key", b64(from)}, {"range_end", b64(prefix_end(from))}, {"keys_only", true}},
+                               call_timeout);
+    std::vector<std::string> out;
+    if (a.contains("kvs"))
+        for (const auto& kv : a["kvs"]) {
+            const auto raw = unb64(kv["key"].get<std::string>());
+            std::string key(reinterpret_cast<const char*>(raw.data()), raw.size());
+            out.push_back(key.substr(prefix_.size()));
+        }
+    std::ranges::sort(out);
+    return out;
+}
+
+} // namespace weft
