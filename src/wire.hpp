@@ -2,6 +2,7 @@
 // Little-endian field encoding for bootstrap payloads, with bounds-checked reads.
 #pragma once
 
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -48,8 +49,11 @@ public:
 private:
     void put(std::uint64_t v, std::size_t n)
     {
-        out_.resize(out_.size() + n);
-        put_le(out_.data() + out_.size() - n, v, n);
+        // Through a local array: GCC 12 mistakes a resize-then-write of the
+        // vector for an out-of-bounds memset (-Warray-bounds, at -O2 + TSan).
+        std::array<std::byte, 8> le{};
+        put_le(le.data(), v, n);
+        out_.insert(out_.end(), le.begin(), le.begin() + static_cast<std::ptrdiff_t>(n));
     }
     std::vector<std::byte> out_;
 };

@@ -12,6 +12,7 @@
 #include "weft/domain.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
+#include "weft/etcd_store.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/fabric.hpp"
 #include "weft/group.hpp"
