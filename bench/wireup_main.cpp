@@ -43,11 +43,24 @@ int main(int argc, char** argv)
         }
         const auto reached = Clock::now();
         g.barrier(weft::Deadline::after(120s));
-        if (g.rank() == 0)
+        if (g.rank() == 0) {
+            // The store's own cost: one request without waiting (a key that
+            // is there), times the requests a rank made to join (3 of rank
+            // 0's keys, its own 2, the others' addresses, the barrier's 2).
+            constexpr int probes = 100;
+            const auto t = Clock::now();
+            for (int i = 0; i < probes; ++i)
+                (void)g.store().contains("weft/node/0");
+            const double request_ms = ms(t, Clock::now()) / probes;
+            const double requests = 3 + 2 + (g.size() - 1) + 2;
             std::printf("weft group on %s, %u ranks through the %s: joined %.1f ms, ring %.1f ms, "
-                        "to reached %.1f ms after main\n",
+                        "to reached %.1f ms after main; a store request %.3f ms, ~%.0f of them "
+                        "to join: %.1f ms (%.2f %% of reaching)\n",
                         std::string(node.provider()).c_str(), g.size(), g.store().describe().c_str(),
-                        ms(start, joined), ms(joined, reached), ms(start, reached));
+                        ms(start, joined), ms(joined, reached), ms(start, reached), request_ms,
+                        requests, request_ms * requests,
+                        100 * request_ms * requests / ms(start, reached));
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "weft-wireup: %s\n", e.what());
         return 1;

@@ -65,7 +65,18 @@ std::vector<std::byte> Store::get(std::string_view key, Deadline deadline, const
         } catch (const TimeoutError&) {
             if (deadline.expired())
                 throw;
+        }
+        try {
             watch();
+        } catch (const Error&) {
+            // A member that set its part and then ended (it passed the
+            // barrier this member is still in, and exited) has not failed
+            // this wait: look once more before saying so.
+            try {
+                return get(key, Deadline(Clock::now()));
+            } catch (const TimeoutError&) {
+            }
+            throw;
         }
     }
 }

@@ -312,3 +312,38 @@ TEST_CASE("store: a stranger on the TCP store's port costs its members nothing, 
     ::close(silent);
     ::close(garbage);
 }
+
+TEST_CASE("store: a watched get whose watch reports a departure looks once more: a member that "
+          "set the key and then ended has not failed the wait",
+          "[store]")
+{
+    // The first slice of the wait ends just before the key is set (a store
+    // that times out its first get); the watch then finds a member gone. The
+    // key is there by then: the get returns it. Without the key, the error stands.
+    struct LateStore final : Store {
+        using Store::get;
+        using Store::set;
+        MemoryStore inner;
+        int gets = 0;
+        void set(std::string_view k, std::span<const std::byte> v) override { inner.set(k, v); }
+        std::vector<std::byte> get(std::string_view k, Deadline d) override
+        {
+            if (gets++ == 0) {
+                inner.set("open", std::string_view("1")); // set while the slice ends
+                timeout(k);
+            }
+            return inner.get(k, d);
+        }
+        std::int64_t add(std::string_view k, std::int64_t d) override { return inner.add(k, d); }
+        bool contains(std::string_view k) override { return inner.contains(k); }
+        bool erase(std::string_view k) override { return inner.erase(k); }
+        std::string describe() const override { return "late store"; }
+    };
+    const auto departed = [] { throw Error("Group", -FI_ECONNRESET, "", "rank(s) 1 left"); };
+    LateStore s;
+    const auto v = s.Store::get("open", Deadline::after(10s), departed);
+    CHECK(std::string(reinterpret_cast<const char*>(v.data()), v.size()) == "1");
+    MemoryStore empty;
+    CHECK_THROWS_WITH(empty.Store::get("never", Deadline::after(10s), departed),
+                      Catch::Contains("rank(s) 1 left"));
+}

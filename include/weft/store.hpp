@@ -47,7 +47,9 @@ public:
     /// one call where a member needs every other member's key).
     virtual std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
                                                     Deadline deadline);
-    /// get() in slices of a second, calling `watch` between them.
+    /// get() in slices of a second, calling `watch` between them; when
+    /// `watch` throws, the key is looked up once more (a member may have set
+    /// it and ended since), and the error stands only if it is still absent.
     std::vector<std::byte> get(std::string_view key, Deadline deadline, const Watch& watch);
     std::vector<std::vector<std::byte>> get(std::span<const std::string> keys, Deadline deadline,
                                             const Watch& watch);
