@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
+#include <thread>
 
 #include "../support/sockets.hpp"
 #include "weft/connection.hpp"
@@ -46,7 +48,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     weft::Server& s = server(data[0] & 1);
     const auto before = s.rejections().count;
-    const int fd = weft::test::loopback_connect(s.port()); // throws (aborts) when refused
+    // A connection the kernel refuses for a moment (loopback's ports and
+    // backlog under ~1000 connections a second) is no finding about weft:
+    // try again; a refusal that lasts aborts with its reason.
+    int fd = -1;
+    for (int attempt = 1; fd < 0; ++attempt) {
+        try {
+            fd = weft::test::loopback_connect(s.port());
+        } catch (const std::runtime_error& e) {
+            if (attempt == 100) {
+                std::fprintf(stderr, "fuzz: %s (100 attempts)\n", e.what());
+                std::abort();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
     for (std::size_t sent = 1; sent < size;) {
         const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
         if (n <= 0)

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -22,9 +24,11 @@ inline int loopback_connect(std::uint16_t port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(port);
     if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        const int e = errno;
         if (fd >= 0)
             ::close(fd);
-        throw std::runtime_error("cannot connect to 127.0.0.1:" + std::to_string(port));
+        throw std::runtime_error("cannot connect to 127.0.0.1:" + std::to_string(port) + ": " +
+                                 std::strerror(e));
     }
     return fd;
 }
