@@ -48,15 +48,13 @@ Token make_token()
     return t;
 }
 
-bool is_wildcard(std::string_view host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
-
 } // namespace
 
 Server::State::State(const Options& options, SideListener listener_)
     : side(std::move(listener_)), secret(resolve_secret(options.secret))
 {
     Options opts = options;
-    if (opts.node.empty() && !is_wildcard(side.host()))
+    if (opts.node.empty() && !detail::is_wildcard(side.host()))
         opts.node = side.host(); // the fabric listens where the side channel does
     selection = std::make_shared<const Selection>(select(opts));
     node = open_node();
@@ -88,16 +86,10 @@ void Server::State::take_new_clients()
 {
     const auto timeout = selection->options().handshake_timeout;
     while (pending.size() < max_pending) {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        const int fd = ::accept4(side.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
-                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            return; // EAGAIN: none left; anything else: try again next step
-        detail::set_nodelay(fd);
-        const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-        pending.emplace_back(fd, fmt::format("{}:{}", detail::address_text(sa), detail::port_of(sa)),
-                             secret, Deadline::after(timeout));
+        auto c = detail::accept_waiting(side.fd());
+        if (!c)
+            return;
+        pending.emplace_back(c->fd, std::move(c->peer), secret, Deadline::after(timeout));
     }
 }
 

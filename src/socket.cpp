@@ -72,6 +72,19 @@ void set_nonblocking(int fd)
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+std::optional<Accepted> accept_waiting(int listen_fd)
+{
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return std::nullopt;
+    set_nodelay(fd);
+    const auto* sa = reinterpret_cast<sockaddr*>(&ss);
+    return Accepted{fd, address_text(sa) + ":" + std::to_string(port_of(sa))};
+}
+
 void share_port(int fd)
 {
     int one = 1;

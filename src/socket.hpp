@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,21 @@ void set_nodelay(int fd);
 /// so an ofi_rxm connection waits forever (measured on siw: 4 of 37 runs
 /// of the eight-clients test).
 void share_port(int fd);
+/// "", "0.0.0.0" or "::": every interface.
+inline bool is_wildcard(std::string_view host)
+{
+    return host.empty() || host == "0.0.0.0" || host == "::";
+}
+
+/// A connection waiting on the non-blocking listening socket `listen_fd`,
+/// taken non-blocking with TCP_NODELAY: its descriptor and "host:port"; none
+/// when nobody waits (or accept failed: the caller's next poll tries again).
+struct Accepted {
+    int fd;
+    std::string peer;
+};
+std::optional<Accepted> accept_waiting(int listen_fd);
+
 /// Waits for `events` on fd; false on timeout.
 bool wait_fd(int fd, short events, Deadline deadline);
 

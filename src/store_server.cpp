@@ -163,16 +163,10 @@ void StoreServer::State::step()
 void StoreServer::State::take_new()
 {
     while (members.size() < max_members) {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
-                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            return; // EAGAIN: none left; anything else: try again next step
-        detail::set_nodelay(fd);
-        const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-        members.emplace_back(fd, fmt::format("{}:{}", detail::address_text(sa), detail::port_of(sa)),
-                             secret);
+        auto c = detail::accept_waiting(listener.fd());
+        if (!c)
+            return;
+        members.emplace_back(c->fd, std::move(c->peer), secret);
     }
 }
 
@@ -301,8 +295,7 @@ std::uint16_t StoreServer::port() const noexcept { return state_->listener.port(
 std::string StoreServer::address() const
 {
     const std::string& host = state_->listener.host();
-    const bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
-    const std::string shown = wildcard ? "127.0.0.1" : host;
+    const std::string shown = detail::is_wildcard(host) ? "127.0.0.1" : host;
     return shown.find(':') != std::string::npos ? fmt::format("[{}]:{}", shown, port())
                                                 : fmt::format("{}:{}", shown, port());
 }

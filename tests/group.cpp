@@ -3,16 +3,11 @@
 // on every provider cell (ring and mesh traffic, every byte and every
 // notification's rank checked); as 8 processes of the group example over the
 // TCP store; and the errors of a group that cannot form.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -24,14 +19,16 @@
 
 #include "support/cases.hpp"
 #include "support/etcd.hpp"
+#include "support/spawn.hpp"
 #include "support/threads.hpp"
-
-extern char** environ;
 
 using namespace weft;
 using namespace std::chrono_literals;
 using weft::test::on_threads;
+using weft::test::finish;
 using weft::test::soon;
+using weft::test::spawn;
+using weft::test::Spawned;
 
 namespace {
 
@@ -82,74 +79,6 @@ void ring_and_mesh(Group& g)
     g.barrier(soon(60s)); // nobody's Node goes while others write to it
 }
 
-/// A process whose output goes to a file, killed if it outlives the test.
-struct Spawned {
-    pid_t pid = -1;
-    std::string log;
-    int status = -1;
-    std::string output;
-};
-
-/// Starts `argv` with `env` added to (or replacing in) this environment.
-Spawned spawn(std::vector<std::string> argv, const std::vector<std::string>& env, int n)
-{
-    Spawned p;
-    p.log = (std::filesystem::temp_directory_path() /
-             fmt::format("weft-group-{}-{}.log", ::getpid(), n))
-                .string();
-    std::vector<std::string> all;
-    for (char** e = environ; *e; ++e) {
-        const std::string_view var = *e;
-        const bool replaced = std::ranges::any_of(env, [&](const std::string& v) {
-            return var.substr(0, var.find('=') + 1) == v.substr(0, v.find('=') + 1);
-        });
-        if (!replaced)
-            all.emplace_back(var);
-    }
-    all.insert(all.end(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (auto& e : all)
-        envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<char*> args;
-    for (auto& a : argv)
-        args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, p.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    const int e = posix_spawnp(&p.pid, args[0], &fa, nullptr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(e == 0);
-    return p;
-}
-
-/// Waits for every process (180 s in all, then every one is killed) and
-/// collects its status and output.
-void finish(std::vector<Spawned>& ps)
-{
-    const auto until = Clock::now() + 180s;
-    for (Spawned& p : ps) {
-        int st = 0;
-        while (waitpid(p.pid, &st, WNOHANG) == 0) {
-            if (Clock::now() > until) { // a hang: end every one, and say so
-                for (const Spawned& k : ps)
-                    ::kill(k.pid, SIGKILL);
-                (void)waitpid(p.pid, &st, 0);
-                break;
-            }
-            std::this_thread::sleep_for(10ms);
-        }
-        p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        std::ifstream f(p.log);
-        std::stringstream text;
-        text << f.rdbuf();
-        p.output = text.str();
-        std::filesystem::remove(p.log);
-    }
-}
-
 } // namespace
 
 TEST_CASE("group: 4 ranks as threads over the in-process store: ring and mesh, every byte and "
@@ -190,7 +119,7 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
         ranks.push_back(spawn({WEFT_GROUP_EXAMPLE_PATH},
                               {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
                                fmt::format("WEFT_RANK={}", r), "WEFT_SIZE=8"},
-                              static_cast<int>(r)));
+                              std::to_string(r)));
     finish(ranks);
     for (std::uint32_t r = 0; r < 8; ++r) {
         INFO("rank " << r << " printed:\n" << ranks[r].output);
@@ -226,7 +155,7 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd
                               {where, fmt::format("WEFT_JOB=killed-{}", ::getpid()),
                                fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
                                fmt::format("WEFT_TEST_VICTIM={}", victim)},
-                              static_cast<int>(r)));
+                              std::to_string(r)));
     // Once the victim is through the first barrier, kill it.
     const auto until = Clock::now() + 120s;
     for (;;) {
@@ -266,7 +195,7 @@ TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and me
     std::vector<Spawned> job;
     job.push_back(spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8",
                          WEFT_GROUP_EXAMPLE_PATH},
-                        {}, 0));
+                        {}, "mpirun"));
     finish(job);
     INFO("mpirun printed:\n" << job[0].output);
     CHECK(job[0].status == 0);

@@ -3,9 +3,7 @@
 // ports in a fresh data directory, stopped and removed with this object.
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +19,8 @@
 #include <fmt/format.h>
 
 #include "sockets.hpp"
+#include "spawn.hpp"
 #include "weft/bootstrap.hpp"
-
-extern char** environ;
 
 namespace weft::test {
 
@@ -52,33 +49,18 @@ public:
         endpoint_ = fmt::format("127.0.0.1:{}", client);
         const std::string client_url = "http://" + endpoint_;
         const std::string peer_url = fmt::format("http://127.0.0.1:{}", peer);
-        std::vector<std::string> args{"etcd",
-                                      "--data-dir", dir_ + "/data",
-                                      "--listen-client-urls", client_url,
-                                      "--advertise-client-urls", client_url,
-                                      "--listen-peer-urls", peer_url,
-                                      "--initial-advertise-peer-urls", peer_url,
-                                      "--initial-cluster", "default=" + peer_url};
-        std::vector<char*> argv;
-        for (auto& a : args)
-            argv.push_back(a.data());
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const std::string log = dir_ + "/etcd.log";
-        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT, 0600);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        const int e = posix_spawnp(&pid_, "etcd", &fa, nullptr, argv.data(), environ);
-        posix_spawn_file_actions_destroy(&fa);
-        if (e != 0)
-            throw std::runtime_error("cannot start etcd");
+        etcd_ = spawn({"etcd", "--data-dir", dir_ + "/data", "--listen-client-urls", client_url,
+                       "--advertise-client-urls", client_url, "--listen-peer-urls", peer_url,
+                       "--initial-advertise-peer-urls", peer_url, "--initial-cluster",
+                       "default=" + peer_url},
+                      {}, "etcd");
         // Ready once its client port takes connections; its log says why not.
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         for (;;) {
             int st = 0;
-            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-                pid_ = -1;
-                throw std::runtime_error("etcd exited at start; its log: " + dir_ + "/etcd.log");
+            if (::waitpid(etcd_.pid, &st, WNOHANG) == etcd_.pid) {
+                etcd_.pid = -1;
+                throw std::runtime_error("etcd exited at start; its log: " + etcd_.log);
             }
             try {
                 ::close(loopback_connect(client));
@@ -94,13 +76,14 @@ public:
     Etcd& operator=(const Etcd&) = delete;
     ~Etcd()
     {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
+        if (etcd_.pid > 0) {
+            ::kill(etcd_.pid, SIGTERM);
             int st = 0;
-            ::waitpid(pid_, &st, 0);
+            ::waitpid(etcd_.pid, &st, 0);
         }
         std::error_code ec;
         std::filesystem::remove_all(dir_, ec);
+        std::filesystem::remove(etcd_.log, ec);
     }
     /// "127.0.0.1:port" of its client URL.
     const std::string& endpoint() const noexcept { return endpoint_; }
@@ -113,7 +96,7 @@ public:
     }
 
 private:
-    pid_t pid_ = -1;
+    Spawned etcd_;
     std::string dir_;
     std::string endpoint_;
 };
