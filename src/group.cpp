@@ -65,6 +65,10 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
     g.rank_ = rank;
     g.size_ = size;
     g.name_ = std::move(name);
+    g.base_ = g.name_;
+    g.origin_.resize(size);
+    for (std::uint32_t r = 0; r < size; ++r)
+        g.origin_[r] = r;
     Store& s = *g.store_;
 
     // Rank 0 chooses; the others follow its Node's provider and kind.
@@ -224,27 +228,140 @@ void Group::barrier(Deadline deadline)
     store_->barrier(key("barrier", barriers_++), size_, deadline, watch());
 }
 
-std::vector<std::uint32_t> Group::departed() const
+bool Group::has_departed(std::uint32_t r) const
 {
     // A rank that joined (its Node's address is there) and whose live mark
     // is gone has ended; one that has not joined yet has neither.
+    const std::uint32_t o = origin_[r];
+    return !store_->contains(fmt::format("{}/alive/{}", base_, o)) &&
+           store_->contains(fmt::format("{}/node/{}", base_, o));
+}
+
+std::vector<std::uint32_t> Group::departed() const
+{
     std::vector<std::uint32_t> gone;
     for (std::uint32_t r = 0; r < size_; ++r)
-        if (r != rank_ && !store_->contains(key("alive", r)) && store_->contains(key("node", r)))
+        if (r != rank_ && has_departed(r))
             gone.push_back(r);
     return gone;
 }
 
-Store::Watch Group::watch() const
+std::uint32_t Group::origin(std::uint32_t r) const
 {
-    return [this] {
-        if (const auto gone = departed(); !gone.empty())
+    if (r >= size_)
+        throw UsageError("Group::origin", -FI_EINVAL, "",
+                         fmt::format("rank {} of a group of {}", r, size_));
+    return origin_[r];
+}
+
+Group Group::shrink(Deadline deadline)
+{
+    // <name>/shrink/<k>/here/<r>: rank r is here; .../members/<r>: the
+    // survivors as rank r (the lowest) sees them. A "here" key stays, so a
+    // rank once seen here is in every view; one that is neither here nor
+    // departed is waited for.
+    const std::string round = key("shrink", shrinks_++);
+    store_->set(fmt::format("{}/here/{}", round, rank_), std::string_view("1"));
+    std::vector<std::uint32_t> here;
+    for (auto wait = std::chrono::milliseconds(1);;
+         wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
+        here.clear();
+        std::vector<std::uint32_t> open;
+        for (std::uint32_t r = 0; r < size_; ++r) {
+            if (r == rank_ || store_->contains(fmt::format("{}/here/{}", round, r)))
+                here.push_back(r);
+            else if (!has_departed(r))
+                open.push_back(r);
+        }
+        if (open.empty())
+            break;
+        if (deadline.expired())
+            throw TimeoutError("Group::shrink", -FI_ETIMEDOUT, "",
+                               fmt::format("rank {} of {}: rank(s) {} neither came to the shrink "
+                                           "nor left the group in time (every survivor calls "
+                                           "shrink)",
+                                           rank_, size_, fmt::join(open, ", ")));
+        std::this_thread::sleep_for(std::min<Clock::duration>(wait, deadline.remaining()));
+    }
+    const std::uint32_t lowest = here.front();
+    const std::string members_key = fmt::format("{}/members/{}", round, lowest);
+    std::string text = fmt::format("{}", fmt::join(here, ","));
+    if (rank_ == lowest) {
+        store_->set(members_key, text);
+    } else {
+        // The lowest survivor's view is the group's; it dies only to be
+        // named by the watch.
+        const std::uint32_t of[] = {lowest};
+        const auto got = store_->get(members_key, deadline, watch(of));
+        text.assign(reinterpret_cast<const char*>(got.data()), got.size());
+        here.clear();
+        for (std::size_t at = 0; at < text.size();) {
+            const std::size_t end = std::min(text.find(',', at), text.size());
+            std::uint32_t r = 0;
+            std::from_chars(text.data() + at, text.data() + end, r);
+            here.push_back(r);
+            at = end + 1;
+        }
+        if (std::ranges::find(here, rank_) == here.end())
+            throw Error("Group::shrink", -FI_ECONNRESET, std::string(node_->provider()),
+                        fmt::format("rank {} of {}: rank {}, the lowest survivor, took this rank "
+                                    "for departed (its live mark in the {} was gone): it is out "
+                                    "of the smaller group",
+                                    rank_, size_, lowest, store_->describe()),
+                        nullptr, true);
+    }
+
+    Group g;
+    g.served_ = served_;
+    g.launch_ = launch_;
+    g.store_ = store_;
+    g.node_ = node_;
+    g.size_ = static_cast<std::uint32_t>(here.size());
+    g.name_ = round;
+    g.base_ = base_;
+    g.choice_ = choice_;
+    g.peers_.resize(g.size_);
+    for (std::uint32_t n = 0; n < g.size_; ++n) {
+        const std::uint32_t old = here[n];
+        g.origin_.push_back(origin_[old]);
+        if (old == rank_) {
+            g.rank_ = n;
+            continue;
+        }
+        g.peers_[n] = peers_[old];
+        if (g.rank_of_.size() <= peers_[old].index)
+            g.rank_of_.resize(peers_[old].index + 1, g.size_);
+        g.rank_of_[peers_[old].index] = n;
+    }
+    // Every survivor has its new group before traffic starts in it.
+    g.store_->barrier(g.key("joined"), g.size_, deadline, g.watch());
+    return g;
+}
+
+Store::Watch Group::watch(std::span<const std::uint32_t> of) const
+{
+    std::vector<std::uint32_t> ranks(of.begin(), of.end());
+    return [this, ranks] {
+        std::vector<std::uint32_t> gone;
+        for (const std::uint32_t r : ranks)
+            if (has_departed(r))
+                gone.push_back(r);
+        if (!gone.empty())
             throw Error("Group", -FI_ECONNRESET, std::string(node_->provider()),
                         fmt::format("rank {} of {}: rank(s) {} left the group (the {} dropped "
                                     "their live mark: the process ended)",
                                     rank_, size_, fmt::join(gone, ", "), store_->describe()),
                         nullptr, true);
     };
+}
+
+Store::Watch Group::watch() const
+{
+    std::vector<std::uint32_t> others;
+    for (std::uint32_t r = 0; r < size_; ++r)
+        if (r != rank_)
+            others.push_back(r);
+    return watch(others);
 }
 
 namespace {

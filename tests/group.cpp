@@ -131,7 +131,8 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
 }
 
 TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd: every "
-          "survivor's barrier ends within 5 s with an error naming it",
+          "survivor's barrier ends within 5 s with an error naming it, and the 7 shrink to a "
+          "group of their own and run ring and mesh in it",
           "[group][process][faults]")
 {
     const bool etcd = GENERATE(false, true);
@@ -154,7 +155,8 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd
         ranks.push_back(spawn({WEFT_GROUP_MEMBER_PATH},
                               {where, fmt::format("WEFT_JOB=killed-{}", ::getpid()),
                                fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
-                               fmt::format("WEFT_TEST_VICTIM={}", victim)},
+                               fmt::format("WEFT_TEST_VICTIM={}", victim),
+                               "WEFT_TEST_SHRINK=1"},
                               std::to_string(r)));
     // Once the victim is through the first barrier, kill it.
     const auto until = Clock::now() + 120s;
@@ -182,6 +184,11 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd
         at = std::stoll(ranks[r].output.substr(pos + 3));
         const auto after = std::chrono::nanoseconds(at) - killed.time_since_epoch();
         CHECK(after < 5s);
+        // Renumbered in the old order: the ranks above the victim move down.
+        CHECK(ranks[r].output.find(fmt::format("SHRUNK rank {} of {} (first {}): ring and mesh "
+                                               "verified",
+                                               r < victim ? r : r - 1, n - 1, r)) !=
+              std::string::npos);
     }
 }
 

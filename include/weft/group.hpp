@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,21 @@ public:
     /// (peer_lost()) naming them, instead of waiting for the deadline.
     std::vector<std::uint32_t> departed() const;
 
+    /// The group of the ranks still here (ULFM's MPI_Comm_shrink, over the
+    /// store): after a rank left (an Error with peer_lost() from a wait, or
+    /// a lost peer on the Node), every survivor calls it; it returns once
+    /// each rank of this group has either called it or is seen departed,
+    /// with the survivors renumbered in their old order, on the same Node,
+    /// peers and memory. The lowest survivor's view is the one all take, so
+    /// every survivor gets the same group. A rank that leaves during the
+    /// shrink ends it with Error(peer_lost) naming it: call shrink again.
+    /// Each rank's rank in the group it first joined: origin(rank()).
+    /// Needs a store that sees departures (TCP store, etcd); a rank that
+    /// is merely slow is waited for until `deadline` (TimeoutError naming it).
+    Group shrink(Deadline deadline);
+    /// The rank `r` of this group had in the group first joined.
+    std::uint32_t origin(std::uint32_t r) const;
+
     /// "rank 3 of 8 on tcp;ofi_rxm (RDM) through the TCP store at host:port".
     std::string describe() const;
 
@@ -109,6 +125,10 @@ private:
                                                Deadline deadline);
     /// For the store's waits: throws when departed() is not empty.
     Store::Watch watch() const;
+    /// The same, for the ranks `of` only.
+    Store::Watch watch(std::span<const std::uint32_t> of) const;
+    /// Whether rank `r` joined and its live mark is gone.
+    bool has_departed(std::uint32_t r) const;
 
     std::shared_ptr<void> served_; // from_environment's rank 0: the store's server, kept last
     std::string launch_;
@@ -116,12 +136,15 @@ private:
     std::shared_ptr<Node> node_;
     std::uint32_t rank_ = 0;
     std::uint32_t size_ = 0;
-    std::string name_;
+    std::string name_;                 // this group's keys: gathers, barriers, shrinks
+    std::string base_;                 // the first group's: its ranks' node and alive keys
+    std::vector<std::uint32_t> origin_; // by rank: the rank in the first group
     std::string choice_;
     std::vector<PeerId> peers_;         // by rank; this rank's is invalid
     std::vector<std::uint32_t> rank_of_; // by PeerId index
     std::uint64_t gathers_ = 0;
     std::uint64_t barriers_ = 0;
+    std::uint64_t shrinks_ = 0;
 };
 
 } // namespace weft
