@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The etcd store beyond the Store contract (tests/store.cpp runs that on it
 // too): members' live keys under leases, against a local etcd this test
-// starts. A member killed: its key expires within the TTL; a member that
-// closes: its key goes at once; a member that joins late is seen; etcd that
-// is not there is an error naming it.
+// starts. A watch on the members' prefix sees each change: a member killed
+// (its key expires within the TTL), one that closes (its key goes at once),
+// one that joins late; etcd that is not there, or stops under a watch, is an
+// error naming it.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,14 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Waits (up to `limit`) until `members/` lists exactly `want`; how long it took.
-Clock::duration until_members(EtcdStore& s, const std::vector<std::string>& want,
-                              Clock::duration limit)
+std::string text(const std::vector<std::byte>& v)
 {
-    const auto start = Clock::now();
-    while (s.keys("members/") != want && Clock::now() - start < limit)
-        std::this_thread::sleep_for(20ms);
-    return Clock::now() - start;
+    return {reinterpret_cast<const char*>(v.data()), v.size()};
 }
 
 } // namespace
@@ -39,8 +35,9 @@ TEST_CASE("etcd store: an etcd is here to test with", "[store][etcd]")
         WARN("SKIPPED: the etcd store's tests: " << *why);
 }
 
-TEST_CASE("etcd store: members join and leave: a killed member's key expires within its TTL, a "
-          "closed one's goes at once, a late one is seen",
+TEST_CASE("etcd store: members join and leave: a watch on their prefix sees each change, a "
+          "killed member's key expires within its TTL, a closed one's goes at once, a late one "
+          "is seen",
           "[store][etcd][process]")
 {
     if (const auto why = test::Etcd::unavailable()) {
@@ -72,31 +69,78 @@ TEST_CASE("etcd store: members join and leave: a killed member's key expires wit
     if (!joined)
         ::waitpid(a, nullptr, 0);
     REQUIRE(joined);
-    EtcdStore watcher(at, Deadline::after(30s), prefix, 1s);
-    CHECK(watcher.keys("members/") == std::vector<std::string>{"members/a"});
-    CHECK(watcher.get_text("members/a", Deadline::after(1s)) == "10.0.0.1:7000");
+    EtcdStore survivor(at, Deadline::after(30s), prefix, 1s);
+    EtcdWatch members = survivor.watch("members/", Deadline::after(10s));
+    // The watch starts with who is there.
+    auto change = members.next(Deadline::after(5s));
+    REQUIRE(change);
+    CHECK(change->kind == EtcdEvent::Kind::put);
+    CHECK(change->key == "members/a");
+    CHECK(text(change->value) == "10.0.0.1:7000");
+    CHECK(survivor.keys("members/") == std::vector<std::string>{"members/a"});
 
     // A member that joins late, in a thread: seen at once.
     std::optional<EtcdStore> b(std::in_place, at, Deadline::after(30s), prefix, 1s);
     b->set_while_alive("members/b", std::string_view("10.0.0.2:7000"));
-    CHECK(until_members(watcher, {"members/a", "members/b"}, 5s) < 5s);
+    change = members.next(Deadline::after(5s));
+    REQUIRE(change);
+    CHECK(change->kind == EtcdEvent::Kind::put);
+    CHECK(change->key == "members/b");
+    CHECK(text(change->value) == "10.0.0.2:7000");
 
     // "a" is killed: its lease is no longer kept alive, and its key expires.
     const auto killed = Clock::now();
     ::kill(a, SIGKILL);
     ::waitpid(a, nullptr, 0);
-    const auto took = until_members(watcher, {"members/b"}, 10s);
-    CHECK(watcher.keys("members/") == std::vector<std::string>{"members/b"});
+    change = members.next(Deadline::after(10s));
+    REQUIRE(change);
     CHECK(Clock::now() - killed < 5s); // TTL 1 s, and etcd's expiry tick
-    (void)took;
+    CHECK(change->kind == EtcdEvent::Kind::erase);
+    CHECK(change->key == "members/a");
+    CHECK(survivor.keys("members/") == std::vector<std::string>{"members/b"});
 
     // "b" closes: its lease is revoked, its key goes at once.
+    const auto closed = Clock::now();
     b.reset();
-    CHECK(until_members(watcher, {}, 5s) < 1s);
-    CHECK(watcher.keys("members/").empty());
+    change = members.next(Deadline::after(5s));
+    REQUIRE(change);
+    CHECK(Clock::now() - closed < 1s);
+    CHECK(change->kind == EtcdEvent::Kind::erase);
+    CHECK(change->key == "members/b");
+    CHECK(survivor.keys("members/").empty());
+    // Nothing else happened under the prefix.
+    CHECK_FALSE(members.next(Deadline::after(200ms)));
     // Plain keys stay: what a service publishes for good is not a member's.
-    watcher.set("config/x", std::string_view("1"));
-    CHECK(watcher.contains("config/x"));
+    survivor.set("config/x", std::string_view("1"));
+    CHECK(survivor.contains("config/x"));
+}
+
+TEST_CASE("etcd store: a watch whose etcd stops ends with an error saying so, and a watch "
+          "ends at once when dropped",
+          "[store][etcd]")
+{
+    if (const auto why = test::Etcd::unavailable()) {
+        WARN("SKIPPED: " << *why);
+        return;
+    }
+    std::optional<test::Etcd> etcd(std::in_place);
+    EtcdStore s(etcd->endpoint(), Deadline::after(30s), "w/", 1s);
+    const auto before = Clock::now();
+    { EtcdWatch gone = s.watch("y/", Deadline::after(10s)); }
+    CHECK(Clock::now() - before < 500ms); // no poll waited out
+    EtcdWatch w = s.watch("x/", Deadline::after(10s));
+    s.set("x/1", std::string_view("one"));
+    auto change = w.next(Deadline::after(5s));
+    REQUIRE(change);
+    CHECK(change->key == "x/1");
+    etcd.reset();
+    try {
+        for (int i = 0; i < 3; ++i)
+            (void)w.next(Deadline::after(10s));
+        FAIL("a watch on a stopped etcd gave no error");
+    } catch (const Error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("watch"));
+    }
 }
 
 TEST_CASE("etcd store: no etcd at the address is an error naming it, after the deadline",

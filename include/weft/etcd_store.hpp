@@ -8,15 +8,18 @@
 /// loses them within `ttl` (its entry does not stay behind to mislead new
 /// members, as NIXL's do), and one that closes revokes the lease at once.
 /// get() waits by polling the key (5 ms at first, then up to 50 ms); add()
-/// is a compare-and-swap transaction. Keys go under `prefix`.
+/// is a compare-and-swap transaction; watch() streams a prefix's changes.
+/// Keys go under `prefix`.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,36 @@
 #include "weft/store.hpp"
 
 namespace weft {
+
+/// One change under a watched prefix.
+struct EtcdEvent {
+    enum class Kind : std::uint8_t { put, erase };
+    Kind kind = Kind::put;
+    std::string key;              ///< without the store's prefix
+    std::vector<std::byte> value; ///< put only
+};
+
+/// A watch on a prefix (etcd's /v3/watch stream, read by a thread on a
+/// connection of its own): first every key there when it was made, as puts,
+/// then every change in etcd's order, none missed in between. A member's
+/// key that expires with its lease, or goes with its revoke, is an erase.
+class EtcdWatch {
+public:
+    EtcdWatch(EtcdWatch&&) noexcept;
+    EtcdWatch& operator=(EtcdWatch&&) noexcept;
+    ~EtcdWatch(); // ends the stream at once
+
+    /// The next change, or none by `deadline`. Error once the stream has
+    /// broken (etcd gone, the watch cancelled), naming why.
+    std::optional<EtcdEvent> next(Deadline deadline);
+
+    struct State;
+
+private:
+    friend class EtcdStore;
+    explicit EtcdWatch(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
 
 class EtcdStore final : public Store {
 public:
@@ -52,6 +85,9 @@ public:
     /// The keys under `prefix` now (without this store's own prefix), sorted:
     /// a service's view of who is there.
     std::vector<std::string> keys(std::string_view prefix);
+    /// Watches the keys under `prefix` (a service's members: who joins, who
+    /// leaves or dies); Error when etcd does not take the watch by `deadline`.
+    EtcdWatch watch(std::string_view prefix, Deadline deadline);
     /// The lease's id, as etcd names it.
     std::int64_t lease() const noexcept { return lease_; }
 
