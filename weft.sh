@@ -21,8 +21,11 @@ packages=(build-essential cmake pkg-config git
           catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox
           iproute2 libpmix-dev libcurl4-openssl-dev)
 # For `./weft.sh test` only: libFuzzer (clang) for the fuzz targets, and
-# Open MPI's mpirun to launch groups through PMIx, and etcd for the etcd store.
-test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server)
+# Open MPI's mpirun to launch groups through PMIx, and etcd for the etcd store,
+# and Slurm with munge (its authentication) so that a test can start a one-node
+# cluster of its own and launch a group with srun --mpi=pmix (its mpi_pmix_v4
+# plugin, in slurm-wlm-basic-plugins, dlopens libpmix.so from libpmix-dev).
+test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server slurm-wlm munge)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

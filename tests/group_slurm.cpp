@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+// The group example launched by Slurm: srun --mpi=pmix -n 8 on a one-node
+// cluster that the test starts itself (support/slurm.hpp), which checks the
+// PMIx store under Slurm's PMIx server as group.cpp does under mpirun's.
+#include <cstdint>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "support/slurm.hpp"
+
+using namespace std::chrono_literals;
+using weft::test::Slurm;
+
+TEST_CASE("group: srun --mpi=pmix -n 8 of the group example on a slurm the test starts: the "
+          "PMIx store, ring and mesh",
+          "[group][process][pmix][slurm]")
+{
+    if (const auto why = Slurm::unavailable()) {
+        WARN("SKIPPED: " << *why);
+        return;
+    }
+    // 8 tasks on a node of one CPU: --overcommit.
+    const auto job = Slurm::shared().run(
+        {"srun", "--mpi=pmix", "--overcommit", "-n", "8", WEFT_GROUP_EXAMPLE_PATH}, 120s, "srun");
+    INFO("srun printed:\n" << job.output);
+    CHECK(job.status == 0);
+    for (std::uint32_t r = 0; r < 8; ++r)
+        CHECK(job.output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
+              std::string::npos);
+    CHECK(job.output.find("launched by a PMIx launcher") != std::string::npos);
+}

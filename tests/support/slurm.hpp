@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+// A one-node Slurm cluster for the tests (Debian slurm-wlm and munge): munged,
+// slurmctld and slurmd started as this process's children, every file in a
+// fresh temp directory, on free loopback ports, so that it never meets the
+// system's munge or Slurm; jobs, daemons and files go with this object.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sockets.hpp"
+#include "spawn.hpp"
+#include "weft/bootstrap.hpp"
+#include "weft/deadline.hpp"
+
+namespace weft::test {
+
+class Slurm {
+public:
+    /// Why a Slurm cluster cannot run here (not installed, or its daemons do
+    /// not start), or nothing: then shared() is up.
+    static std::optional<std::string> unavailable()
+    {
+        // By name: srun and sinfo cannot even say --version without a config.
+        if (std::system("command -v munged slurmctld slurmd srun sinfo squeue scancel "
+                        "> /dev/null 2>&1") != 0)
+            return "no Slurm or munge here (Debian slurm-wlm, munge; ./weft.sh test installs "
+                   "them)";
+        try {
+            const Slurm& s = shared();
+            const Spawned list = s.run({"srun", "--mpi=list"}, std::chrono::seconds(10), "mpi");
+            if (list.output.find("pmix") == std::string::npos)
+                return "this Slurm has no PMIx plugin; srun --mpi=list says: " + list.output;
+        } catch (const std::exception& e) {
+            return std::string("the Slurm daemons did not start: ") + e.what();
+        }
+        return std::nullopt;
+    }
+
+    /// One cluster for the whole test program, started on first use.
+    static Slurm& shared()
+    {
+        static Slurm s;
+        return s;
+    }
+
+    /// Starts munged, slurmctld and slurmd and waits (30 s at most) until the
+    /// node is idle; throws, with the daemons' output, when they do not come up.
+    Slurm()
+    {
+        std::string tmpl =
+            (std::filesystem::temp_directory_path() / "weft-slurm-XXXXXX").string();
+        if (!::mkdtemp(tmpl.data()))
+            throw std::runtime_error("mkdtemp");
+        dir_ = tmpl;
+        conf_ = dir_ + "/slurm.conf";
+        try {
+            start();
+        } catch (...) {
+            stop_all();
+            throw;
+        }
+    }
+    Slurm(const Slurm&) = delete;
+    Slurm& operator=(const Slurm&) = delete;
+    ~Slurm() { stop_all(); }
+
+    /// Runs a client command of this cluster (srun, sinfo, ...) for at most
+    /// `limit`, killed past it; the result holds its status and output.
+    Spawned run(std::vector<std::string> argv, std::chrono::seconds limit,
+                const std::string& tag) const
+    {
+        Spawned p = spawn(std::move(argv), {"SLURM_CONF=" + conf_}, tag);
+        const bool ended = reap(p, Clock::now() + limit);
+        if (!ended) {
+            ::kill(p.pid, SIGKILL);
+            int st = 0;
+            (void)::waitpid(p.pid, &st, 0);
+            p.status = 128 + SIGKILL;
+        }
+        p.pid = -1;
+        p.output = read(p.log);
+        if (!ended)
+            p.output += fmt::format("\n(killed: still running after {} s)\n", limit.count());
+        std::error_code ec;
+        std::filesystem::remove(p.log, ec);
+        return p;
+    }
+
+private:
+    void start()
+    {
+        // munged wants every directory on its socket's path searchable by all
+        // ("Socket is inaccessible"), and its key unreadable by others.
+        std::filesystem::permissions(dir_, std::filesystem::perms::owner_all |
+                                               std::filesystem::perms::group_exec |
+                                               std::filesystem::perms::others_exec);
+        for (const char* sub : {"state", "spool", "tmp"})
+            std::filesystem::create_directory(dir_ + "/" + sub);
+        const std::string key = dir_ + "/munge.key";
+        write_key(key);
+        const std::string socket = dir_ + "/munge.socket";
+        // Every daemon in the foreground, so that its pid is the one spawn()
+        // returns and its output is in the spawn log (munged's too).
+        munged_ = spawn({"munged", "--foreground", "--key-file=" + key, "--socket=" + socket,
+                         "--pid-file=" + dir_ + "/munged.pid", "--log-file=" + dir_ + "/munged.log",
+                         "--seed-file=" + dir_ + "/munged.seed"},
+                        {}, "munged");
+        const auto until = Clock::now() + std::chrono::seconds(30);
+        while (!std::filesystem::exists(socket)) {
+            check_running(munged_, "munged");
+            if (Clock::now() > until)
+                throw std::runtime_error("munged made no socket within 30 s: " + read(munged_.log));
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+
+        write_conf(socket);
+        const std::vector<std::string> env = {"SLURM_CONF=" + conf_};
+        ctld_ = spawn({"slurmctld", "-D", "-i", "-f", conf_}, env, "slurmctld");
+        slurmd_ = spawn({"slurmd", "-D", "-f", conf_, "-N", host_}, env, "slurmd");
+        // Ready once the controller answers and the node has registered.
+        for (;;) {
+            check_running(munged_, "munged");
+            check_running(ctld_, "slurmctld");
+            check_running(slurmd_, "slurmd");
+            const Spawned s = run({"sinfo", "-h", "-o", "%T"}, std::chrono::seconds(10), "sinfo");
+            if (s.status == 0 && s.output == "idle\n")
+                return;
+            if (Clock::now() > until)
+                throw std::runtime_error(fmt::format(
+                    "the node was not idle within 30 s; sinfo: {}; slurmctld: {}; slurmd: {}",
+                    s.output, read(ctld_.log), read(slurmd_.log)));
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+
+    static void write_key(const std::string& path)
+    {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+        if (fd < 0)
+            throw std::runtime_error("cannot create " + path);
+        std::random_device rd;
+        std::vector<unsigned> words(32); // 1024 bits, what mungekey makes
+        for (auto& w : words)
+            w = rd();
+        const auto n = static_cast<ssize_t>(words.size() * sizeof(unsigned));
+        const bool ok = ::write(fd, words.data(), static_cast<std::size_t>(n)) == n;
+        ::close(fd);
+        if (!ok)
+            throw std::runtime_error("cannot write " + path);
+    }
+
+    void write_conf(const std::string& munge_socket)
+    {
+        char name[256] = {};
+        ::gethostname(name, sizeof name - 1);
+        host_ = name;
+        host_ = host_.substr(0, host_.find('.')); // slurmctld knows itself by the short name
+        const auto free_port = [] {
+            const SideListener probe("127.0.0.1", 0);
+            return probe.port();
+        };
+        std::ofstream f(conf_);
+        // No cgroup.conf: 22.05 refuses CgroupPlugin=disabled, and linuxproc
+        // with task/none need none. CPUs=1: a node may have more than its
+        // config says, never fewer, and --overcommit runs 8 tasks on one.
+        // TmpFS holds PMIx's per-job directories, so two clusters never share.
+        // KillWait: a cancelled job's tasks get SIGKILL 2 s after SIGTERM.
+        f << fmt::format("ClusterName=weft\n"
+                         "SlurmctldHost={0}(127.0.0.1)\n"
+                         "SlurmctldPort={1}\n"
+                         "SlurmdPort={2}\n"
+                         "AuthType=auth/munge\n"
+                         "CredType=cred/munge\n"
+                         "AuthInfo=socket={3}\n"
+                         "SlurmUser=root\n"
+                         "SlurmdUser=root\n"
+                         "StateSaveLocation={4}/state\n"
+                         "SlurmdSpoolDir={4}/spool\n"
+                         "TmpFS={4}/tmp\n"
+                         "SlurmctldPidFile={4}/slurmctld.pid\n"
+                         "SlurmdPidFile={4}/slurmd.pid\n"
+                         "SlurmctldLogFile={4}/slurmctld.log\n"
+                         "SlurmdLogFile={4}/slurmd.log\n"
+                         "ProctrackType=proctrack/linuxproc\n"
+                         "TaskPlugin=task/none\n"
+                         "JobAcctGatherType=jobacct_gather/none\n"
+                         "SelectType=select/cons_tres\n"
+                         "KillWait=2\n"
+                         "NodeName={0} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\n"
+                         "PartitionName=debug Nodes={0} Default=YES OverSubscribe=FORCE:8 "
+                         "State=UP\n",
+                         host_, free_port(), free_port(), munge_socket, dir_);
+        if (!f.flush())
+            throw std::runtime_error("cannot write " + conf_);
+    }
+
+    /// Waits until `p` ends or `until`; true (and its status) when it ended.
+    static bool reap(Spawned& p, Clock::time_point until)
+    {
+        for (;;) {
+            int st = 0;
+            if (::waitpid(p.pid, &st, WNOHANG) == p.pid) {
+                p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                return true;
+            }
+            if (Clock::now() > until)
+                return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+
+    static void check_running(Spawned& d, const char* name)
+    {
+        if (d.pid > 0 && reap(d, Clock::now())) {
+            d.pid = -1;
+            throw std::runtime_error(fmt::format("{} exited at start (status {}): {}", name,
+                                                 d.status, read(d.log)));
+        }
+    }
+
+    static std::string read(const std::string& path)
+    {
+        std::ifstream f(path);
+        std::stringstream text;
+        text << f.rdbuf();
+        return text.str();
+    }
+
+    /// Cancels what is still queued or running (a job whose srun was killed
+    /// runs on under its slurmstepd) and waits, 15 s at most, until it is gone.
+    void cancel_jobs() const noexcept
+    {
+        try {
+            const auto until = Clock::now() + std::chrono::seconds(15);
+            for (bool asked = false;;) {
+                const Spawned q =
+                    run({"squeue", "-h", "-o", "%i"}, std::chrono::seconds(10), "squeue");
+                std::istringstream ids(q.output);
+                std::vector<std::string> argv = {"scancel"};
+                for (std::string id; ids >> id;)
+                    argv.push_back(id);
+                if (q.status != 0 || argv.size() == 1 || Clock::now() > until)
+                    return;
+                if (!asked)
+                    (void)run(argv, std::chrono::seconds(10), "scancel");
+                asked = true;
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+        } catch (const std::exception&) { // nothing more to do without the tools
+        }
+    }
+
+    /// Ends a daemon: SIGTERM, then SIGKILL if it is still there after 15 s.
+    static void stop(Spawned& d) noexcept
+    {
+        if (d.pid > 0) {
+            ::kill(d.pid, SIGTERM);
+            if (!reap(d, Clock::now() + std::chrono::seconds(15))) {
+                ::kill(d.pid, SIGKILL);
+                int st = 0;
+                (void)::waitpid(d.pid, &st, 0);
+            }
+            d.pid = -1;
+        }
+        std::error_code ec;
+        if (!d.log.empty())
+            std::filesystem::remove(d.log, ec);
+    }
+
+    void stop_all() noexcept
+    {
+        if (ctld_.pid > 0 && slurmd_.pid > 0)
+            cancel_jobs();
+        // Both Slurm daemons take about a second to end: let them end together.
+        if (slurmd_.pid > 0)
+            ::kill(slurmd_.pid, SIGTERM);
+        stop(ctld_);
+        stop(slurmd_);
+        stop(munged_);
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+
+    Spawned munged_;
+    Spawned ctld_;
+    Spawned slurmd_;
+    std::string dir_;
+    std::string conf_;
+    std::string host_;
+};
+
+} // namespace weft::test
