@@ -277,7 +277,13 @@ std::size_t Completions::lend(std::span<const Completion> taken)
 std::size_t Completions::take_entries(const fi_cq_data_entry* entries, std::size_t n,
                                       std::span<Completion> out)
 {
-    return lend(out.first(translate_all(entries, n, out)));
+    const std::size_t m = translate_all(entries, n, out);
+    // A hello to answer, met by poll()'s fast path: answered now, as drain()
+    // does (left for later, a Node that only polls never finished accepting a
+    // connection: its peer lost it).
+    if (!follow_ups_.empty()) [[unlikely]]
+        run_follow_ups();
+    return lend(out.first(m));
 }
 
 void Completions::stash_some()

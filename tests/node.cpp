@@ -79,6 +79,54 @@ TEST_CASE("node: every notification names the peer that sent it", "[node][notify
     nodes.clear(); // the clients first: the server's region outlives their endpoints
 }
 
+TEST_CASE("node: a Node that only polls accepts a peer that connects to it, and takes its "
+          "notifications",
+          "[node][notify][threads]")
+{
+    // A service's loop: poll() and nothing else (no wait, no progress). Its
+    // fast path met the connecting peer's hello and never answered it.
+    const auto c = test::each_cell();
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    const Options o = test::options_for(c);
+    auto server = Node::open(o);
+    auto client = Node::open_like(o, server->address());
+    auto inbox = server->allocate(4096, Access::remote_write);
+    const PeerId client_at_server = server->add_peer(client->address());
+    std::vector<Completion> notes; // the target's until finish()
+    std::atomic<std::size_t> taken{0};
+    test::Target target([&](const std::atomic<bool>& done) {
+        const Deadline until = soon(60s);
+        while (!done && !until.expired()) {
+            Completion got[8];
+            for (const Completion& n : std::span(got, server->poll(got)))
+                if (n.op == Op::notify) {
+                    notes.push_back(n);
+                    ++taken;
+                }
+        }
+    });
+    {
+        const PeerId srv = client->add_peer(server->address());
+        auto src = client->allocate(4096, Access::local);
+        int ctx = 0;
+        for (std::uint32_t r = 0; r < 3; ++r) {
+            client->write_notify(srv, src->slice(0, 4096), inbox->remote(), 0, r, &ctx);
+            (void)client->wait(&ctx, soon(20s));
+        }
+        // The target has them once its poll took them.
+        const Deadline until = soon(20s);
+        while (!until.expired() && taken < 3)
+            std::this_thread::sleep_for(1ms);
+    }
+    REQUIRE(target.finish().empty());
+    REQUIRE(notes.size() == 3);
+    for (std::uint32_t r = 0; r < 3; ++r) {
+        CHECK(notes[r].data == r);
+        CHECK(notes[r].peer == client_at_server);
+    }
+}
+
 TEST_CASE("node: unknown and removed peers are refused before any traffic",
           "[node][bad-input]")
 {
