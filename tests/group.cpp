@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,16 +157,7 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd
                                "WEFT_TEST_SHRINK=1"},
                               std::to_string(r)));
     // Once the victim is through the first barrier, kill it.
-    const auto until = Clock::now() + 120s;
-    for (;;) {
-        std::ifstream f(ranks[victim].log);
-        std::stringstream text;
-        text << f.rdbuf();
-        if (text.str().find("READY") != std::string::npos)
-            break;
-        REQUIRE(Clock::now() < until);
-        std::this_thread::sleep_for(20ms);
-    }
+    REQUIRE(test::wait_for_output(ranks[victim], "READY", 120s));
     std::this_thread::sleep_for(300ms); // the others are in their second barrier
     const auto killed = std::chrono::steady_clock::now();
     ::kill(ranks[victim].pid, SIGKILL);

@@ -75,6 +75,28 @@ inline Spawned spawn(std::vector<std::string> argv, const std::vector<std::strin
     return p;
 }
 
+/// What `p` has printed so far (its log, while it runs).
+inline std::string output_so_far(const Spawned& p)
+{
+    std::ifstream f(p.log);
+    std::stringstream text;
+    text << f.rdbuf();
+    return text.str();
+}
+
+/// Waits (up to `limit`) until `p` has printed `text`; false if it has not.
+inline bool wait_for_output(const Spawned& p, std::string_view text,
+                            std::chrono::milliseconds limit)
+{
+    const auto until = Clock::now() + limit;
+    while (output_so_far(p).find(text) == std::string::npos) {
+        if (Clock::now() > until)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
 /// Waits for every process (180 s in all, then every one is killed) and
 /// collects its status and output.
 inline void finish(std::vector<Spawned>& ps)
