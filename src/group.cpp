@@ -6,7 +6,12 @@
 //   <name>/token      16 random bytes: the credential a member's Node admits
 //   <name>/node/<r>   rank r's NodeAddress
 //   <name>/joined     the join's barrier
+//   <name>/alive/<r>  rank r lives (set_while_alive)
 //   <name>/gather/<n>/<r>, <name>/barrier/<n>: the n-th all_gather, barrier
+//   <name>/shrink/<k>/here/<r>, .../members/<r>: the k-th shrink; its group's
+//                     keys are under <name>/shrink/<k>/
+// <r> is always a rank's number in the group first joined (origin()), so a
+// key's owner stays one process (PMIx reads a key from its owner).
 #include "weft/group.hpp"
 
 #include <algorithm>
@@ -120,7 +125,7 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
     // Everyone has added everyone: traffic may start (an RDM message from a
     // rank not yet in the address vector would name no peer).
     try {
-        s.barrier(g.key("joined"), size, deadline, g.watch());
+        g.meet(g.key("joined"), deadline);
     } catch (const TimeoutError& e) {
         throw TimeoutError("Group::join", -FI_ETIMEDOUT, "",
                            fmt::format("rank {} of {}: not every rank joined in time ({})", rank,
@@ -136,14 +141,14 @@ std::vector<std::vector<std::byte>> Group::gather(std::string_view what,
     std::vector<std::string> keys;
     for (std::uint32_t r = 0; r < size_; ++r)
         if (r != skip)
-            keys.push_back(fmt::format("{}/{}/{}", name_, what, r));
+            keys.push_back(fmt::format("{}/{}/{}", name_, what, origin_[r]));
     std::vector<std::vector<std::byte>> got;
     try {
         got = store_->get(keys, deadline, watch());
     } catch (const TimeoutError&) {
         std::vector<std::uint32_t> missing;
         for (std::uint32_t r = 0; r < size_; ++r)
-            if (r != skip && !store_->contains(fmt::format("{}/{}/{}", name_, what, r)))
+            if (r != skip && !store_->contains(fmt::format("{}/{}/{}", name_, what, origin_[r])))
                 missing.push_back(r);
         throw TimeoutError("Group", -FI_ETIMEDOUT, "",
                            fmt::format("rank {} of {}: rank(s) {} did not publish '{}' in time in "
@@ -214,7 +219,7 @@ std::vector<RemoteRegion> Group::all_gather(const RemoteRegion& mine, Deadline d
     const std::uint64_t n = gathers_++;
     const std::string what = fmt::format("gather/{}", n);
     const auto wire = mine.encode();
-    store_->set(fmt::format("{}/{}/{}", name_, what, rank_), std::span<const std::byte>(wire));
+    store_->set(fmt::format("{}/{}/{}", name_, what, origin_[rank_]), std::span<const std::byte>(wire));
     auto got = gather(what, rank_, deadline);
     std::vector<RemoteRegion> out;
     out.reserve(size_);
@@ -223,9 +228,26 @@ std::vector<RemoteRegion> Group::all_gather(const RemoteRegion& mine, Deadline d
     return out;
 }
 
-void Group::barrier(Deadline deadline)
+void Group::barrier(Deadline deadline) { meet(key("barrier", barriers_++), deadline); }
+
+void Group::meet(const std::string& k, Deadline deadline)
 {
-    store_->barrier(key("barrier", barriers_++), size_, deadline, watch());
+    try {
+        store_->barrier_among(k, origin_, deadline, watch());
+    } catch (const Error& e) {
+        if (!e.peer_lost())
+            throw;
+        // The store saw a member end but did not say which (a PMIx fence's
+        // partial success): the live marks do, once the launcher has noted
+        // the end (measured: some ms later).
+        const Store::Watch check = watch();
+        const Deadline until(std::min(deadline.when(), Clock::now() + std::chrono::seconds(5)));
+        while (!until.expired()) {
+            check(); // throws naming them
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        throw;
+    }
 }
 
 bool Group::has_departed(std::uint32_t r) const
@@ -233,7 +255,7 @@ bool Group::has_departed(std::uint32_t r) const
     // A rank that joined (its Node's address is there) and whose live mark
     // is gone has ended; one that has not joined yet has neither.
     const std::uint32_t o = origin_[r];
-    return !store_->contains(fmt::format("{}/alive/{}", base_, o)) &&
+    return !store_->live(fmt::format("{}/alive/{}", base_, o)) &&
            store_->contains(fmt::format("{}/node/{}", base_, o));
 }
 
@@ -261,30 +283,29 @@ Group Group::shrink(Deadline deadline)
     // rank once seen here is in every view; one that is neither here nor
     // departed is waited for.
     const std::string round = key("shrink", shrinks_++);
-    store_->set(fmt::format("{}/here/{}", round, rank_), std::string_view("1"));
+    store_->set(fmt::format("{}/here/{}", round, origin_[rank_]), std::string_view("1"));
     std::vector<std::uint32_t> here;
-    for (auto wait = std::chrono::milliseconds(1);;
-         wait = std::min(wait * 2, std::chrono::milliseconds(50))) {
-        here.clear();
-        std::vector<std::uint32_t> open;
-        for (std::uint32_t r = 0; r < size_; ++r) {
-            if (r == rank_ || store_->contains(fmt::format("{}/here/{}", round, r)))
-                here.push_back(r);
-            else if (!has_departed(r))
-                open.push_back(r);
+    for (std::uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_) {
+            here.push_back(r);
+            continue;
         }
-        if (open.empty())
-            break;
-        if (deadline.expired())
+        const std::uint32_t of[] = {r};
+        try {
+            (void)store_->get(fmt::format("{}/here/{}", round, origin_[r]), deadline, watch(of));
+            here.push_back(r);
+        } catch (const TimeoutError&) {
             throw TimeoutError("Group::shrink", -FI_ETIMEDOUT, "",
-                               fmt::format("rank {} of {}: rank(s) {} neither came to the shrink "
-                                           "nor left the group in time (every survivor calls "
-                                           "shrink)",
-                                           rank_, size_, fmt::join(open, ", ")));
-        std::this_thread::sleep_for(std::min<Clock::duration>(wait, deadline.remaining()));
+                               fmt::format("rank {} of {}: rank {} neither came to the shrink nor "
+                                           "left the group in time (every survivor calls shrink)",
+                                           rank_, size_, r));
+        } catch (const Error& e) {
+            if (!e.peer_lost())
+                throw; // else it has left: not in the smaller group
+        }
     }
     const std::uint32_t lowest = here.front();
-    const std::string members_key = fmt::format("{}/members/{}", round, lowest);
+    const std::string members_key = fmt::format("{}/members/{}", round, origin_[lowest]);
     std::string text = fmt::format("{}", fmt::join(here, ","));
     if (rank_ == lowest) {
         store_->set(members_key, text);
@@ -334,7 +355,7 @@ Group Group::shrink(Deadline deadline)
         g.rank_of_[peers_[old].index] = n;
     }
     // Every survivor has its new group before traffic starts in it.
-    g.store_->barrier(g.key("joined"), g.size_, deadline, g.watch());
+    g.meet(g.key("joined"), deadline);
     return g;
 }
 
@@ -348,8 +369,8 @@ Store::Watch Group::watch(std::span<const std::uint32_t> of) const
                 gone.push_back(r);
         if (!gone.empty())
             throw Error("Group", -FI_ECONNRESET, std::string(node_->provider()),
-                        fmt::format("rank {} of {}: rank(s) {} left the group (the {} dropped "
-                                    "their live mark: the process ended)",
+                        fmt::format("rank {} of {}: rank(s) {} left the group (the {} says "
+                                    "the process ended)",
                                     rank_, size_, fmt::join(gone, ", "), store_->describe()),
                         nullptr, true);
     };

@@ -181,6 +181,46 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd
     }
 }
 
+TEST_CASE("group: one of 8 ranks killed under mpirun --enable-recovery (the PMIx store): every "
+          "survivor's barrier ends within 5 s with an error naming it, and the 7 shrink and run "
+          "ring and mesh",
+          "[group][process][faults][pmix]")
+{
+    if (std::system("mpirun --version > /dev/null 2>&1") != 0) {
+        WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
+        return;
+    }
+    constexpr std::uint32_t n = 8;
+    constexpr std::uint32_t victim = 5;
+    // --enable-recovery: without it mpirun ends every rank a second after one dies.
+    std::vector<Spawned> job;
+    job.push_back(spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "--enable-recovery",
+                         "-np", std::to_string(n), WEFT_GROUP_MEMBER_PATH},
+                        {fmt::format("WEFT_TEST_VICTIM={}", victim), "WEFT_TEST_SELF_KILL=1",
+                         "WEFT_TEST_SHRINK=1"},
+                        "mpirun-killed"));
+    finish(job);
+    const std::string& out = job[0].output;
+    INFO("mpirun printed:\n" << out);
+    const auto killed_at = out.find("KILLED AT ");
+    REQUIRE(killed_at != std::string::npos);
+    const long long killed = std::stoll(out.substr(killed_at + 10));
+    for (std::uint32_t r = 0; r < n; ++r) {
+        if (r == victim)
+            continue;
+        INFO("rank " << r);
+        // "AT <ns> LOST 1 rank r of 8: rank(s) 5 left the group ..."
+        const auto line = out.find(fmt::format("rank {} of {}: rank(s) {} left", r, n, victim));
+        REQUIRE(line != std::string::npos);
+        const auto at = out.rfind("AT ", line);
+        REQUIRE(at != std::string::npos);
+        CHECK(out.substr(at, line - at).find("LOST 1") != std::string::npos);
+        CHECK(std::chrono::nanoseconds(std::stoll(out.substr(at + 3)) - killed) < 5s);
+        CHECK(out.find(fmt::format("SHRUNK rank {} of {} (first {}): ring and mesh verified",
+                                   r < victim ? r : r - 1, n - 1, r)) != std::string::npos);
+    }
+}
+
 TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and mesh",
           "[group][process][pmix]")
 {

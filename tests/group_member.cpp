@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // A rank for tests/group.cpp's failure cases: joins the group its environment
 // names, meets the others at a barrier, and then either stalls (the rank in
-// WEFT_TEST_VICTIM, which the test kills) or waits at a second barrier,
+// WEFT_TEST_VICTIM, which the test kills, or which kills itself with
+// WEFT_TEST_SELF_KILL set) or waits at a second barrier,
 // which must end with an error naming the victim. Prints when (steady clock,
 // ns) and what it got. With WEFT_TEST_SHRINK set, the survivors then shrink
 // to a group without the victim and verify ring and mesh traffic in it.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -92,6 +94,14 @@ int main()
         if (g->rank() == victim) {
             fmt::print("READY\n");
             std::fflush(stdout);
+            if (std::getenv("WEFT_TEST_SELF_KILL")) { // a launcher's rank: no pid for the test
+                std::this_thread::sleep_for(300ms);   // the others are in their second barrier
+                fmt::print("KILLED AT {}\n", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now().time_since_epoch())
+                                                .count());
+                std::fflush(stdout);
+                std::raise(SIGKILL);
+            }
             std::this_thread::sleep_for(120s); // killed before this ends
             return 3;
         }

@@ -101,14 +101,16 @@ public:
     /// The group of the ranks still here (ULFM's MPI_Comm_shrink, over the
     /// store): after a rank left (an Error with peer_lost() from a wait, or
     /// a lost peer on the Node), every survivor calls it; it returns once
-    /// each rank of this group has either called it or is seen departed,
+    /// each rank of this group has either called it or is seen departed
+    /// (under mpirun, start the job with --enable-recovery),
     /// with the survivors renumbered in their old order, on the same Node,
     /// peers and memory. The lowest survivor's view is the one all take, so
     /// every survivor gets the same group. A rank that leaves during the
     /// shrink ends it with Error(peer_lost) naming it: call shrink again.
     /// Each rank's rank in the group it first joined: origin(rank()).
-    /// Needs a store that sees departures (TCP store, etcd); a rank that
-    /// is merely slow is waited for until `deadline` (TimeoutError naming it).
+    /// Needs a store that sees departures (TCP store, etcd, PMIx); a rank
+    /// that is merely slow is waited for until `deadline` (TimeoutError
+    /// naming it).
     Group shrink(Deadline deadline);
     /// The rank `r` of this group had in the group first joined.
     std::uint32_t origin(std::uint32_t r) const;
@@ -127,6 +129,9 @@ private:
     Store::Watch watch() const;
     /// The same, for the ranks `of` only.
     Store::Watch watch(std::span<const std::uint32_t> of) const;
+    /// The store's barrier of this group's ranks at `key`; an end the store
+    /// saw without naming it is named from the live marks.
+    void meet(const std::string& key, Deadline deadline);
     /// Whether rank `r` joined and its live mark is gone.
     bool has_departed(std::uint32_t r) const;
 

@@ -60,6 +60,10 @@ public:
     {
         set(key, value);
     }
+    /// Whether the member that set `key` with set_while_alive() still lives:
+    /// here, whether the key is there (the TCP store and etcd drop it with
+    /// the member); a store that can ask its launcher (PMIx) asks it.
+    virtual bool live(std::string_view key) { return contains(key); }
     /// Adds `delta` to the integer at `key` (0 when absent), atomically, and
     /// returns the sum.
     virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
@@ -76,6 +80,14 @@ public:
     void barrier(std::string_view key, std::size_t size, Deadline deadline)
     {
         barrier(key, size, deadline, {});
+    }
+    /// barrier() of the members `ranks` (their ranks in the group that first
+    /// joined, ascending): a store whose collective names its members (a
+    /// PMIx fence over those processes) uses them; the others count.
+    virtual void barrier_among(std::string_view key, std::span<const std::uint32_t> ranks,
+                               Deadline deadline, const Watch& watch)
+    {
+        barrier(key, ranks.size(), deadline, watch);
     }
     /// Which store this is, for reports ("in-process store", "file store in /dir").
     virtual std::string describe() const = 0;
