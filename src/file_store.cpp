@@ -2,7 +2,8 @@
 // FileStore: a key is a file in a directory every member sees. set() writes a
 // temporary file and renames it into place (a reader sees all of a value or
 // none); add() holds an flock on the key's lock file around its
-// read-modify-write; get() looks again with a growing pause (1 to 10 ms).
+// read-modify-write; get() looks again with a growing pause (1 to 10 ms); a
+// live key's owner holds an flock on its ".live" file.
 #include "weft/store.hpp"
 
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <mutex>
+#include <utility>
 #include <thread>
 
 #include <rdma/fi_errno.h>
@@ -163,6 +166,47 @@ std::int64_t FileStore::add(std::string_view key, std::int64_t delta)
     const std::int64_t sum = *was + delta;
     write_whole(p, detail::count_text(sum));
     return sum; // the lock goes with its descriptor
+}
+
+FileStore::~FileStore()
+{
+    for (const auto& [key, fd] : live_)
+        ::close(fd); // the lock goes with it
+}
+
+void FileStore::set_while_alive(std::string_view key, std::span<const std::byte> value)
+{
+    const std::string p = path("Store::set_while_alive", key);
+    const std::string live_path = p + ".live";
+    const std::lock_guard lock(live_m_);
+    if (!live_.contains(key)) {
+        Fd f{::open(live_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+        if (f.fd < 0)
+            fail("open", live_path);
+        if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno == EWOULDBLOCK)
+                throw UsageError("Store::set_while_alive", -FI_EBUSY, "",
+                                 fmt::format("key '{}' in the {} is held by another live member "
+                                             "(its lock file {} is locked)",
+                                             key, describe(), live_path));
+            fail("flock", live_path);
+        }
+        live_.emplace(std::string(key), std::exchange(f.fd, -1));
+    }
+    write_whole(p, value);
+}
+
+bool FileStore::live(std::string_view key)
+{
+    const std::string p = path("Store::live", key);
+    if (!contains(key))
+        return false;
+    Fd f{::open((p + ".live").c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0)
+        return true; // set, not set_while_alive: it stays
+    // Its owner holds the lock while it lives; a lock taken here means the
+    // owner has ended (or closed its store).
+    return ::flock(f.fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 bool FileStore::contains(std::string_view key)

@@ -447,6 +447,15 @@ Group Group::from_environment(const Options& options, Deadline deadline)
                                 job, rank, size, store->describe());
         return g;
     }
+    if (const char* at = std::getenv("WEFT_STORE"); at && *at == '/') {
+        const std::uint32_t rank = env_number("WEFT_RANK", at);
+        const std::uint32_t size = env_number("WEFT_SIZE", at);
+        auto store = std::make_shared<FileStore>(at);
+        Group g = join(store, rank, size, options, deadline);
+        g.launch_ = fmt::format("WEFT_STORE={} WEFT_RANK={} WEFT_SIZE={}: the {}", at, rank, size,
+                                store->describe());
+        return g;
+    }
     if (const char* at = std::getenv("WEFT_STORE"); at && *at) {
         const std::uint32_t rank = env_number("WEFT_RANK", at);
         const std::uint32_t size = env_number("WEFT_SIZE", at);

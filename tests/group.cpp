@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "support/cases.hpp"
 #include "support/etcd.hpp"
 #include "support/spawn.hpp"
+#include "support/temp_dir.hpp"
 #include "support/threads.hpp"
 
 using namespace weft;
@@ -128,20 +130,24 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
     CHECK(ranks[0].output.find("the TCP store (rank 0 serves it)") != std::string::npos);
 }
 
-TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store and over etcd: every "
-          "survivor's barrier ends within 5 s with an error naming it, and the 7 shrink to a "
-          "group of their own and run ring and mesh in it",
+TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store, etcd and a file store: "
+          "every survivor's barrier ends within 5 s with an error naming it, and the 7 shrink to "
+          "a group of their own and run ring and mesh in it",
           "[group][process][faults]")
 {
-    const bool etcd = GENERATE(false, true);
-    INFO((etcd ? "etcd" : "TCP store"));
-    if (etcd && test::Etcd::unavailable()) {
+    const std::string store = GENERATE(as<std::string>{}, "TCP store", "etcd", "file store");
+    INFO(store);
+    if (store == "etcd" && test::Etcd::unavailable()) {
         WARN("SKIPPED over etcd: " << *test::Etcd::unavailable());
         return;
     }
     std::string where;
-    if (etcd) {
+    std::optional<test::TempDir> dir;
+    if (store == "etcd") {
         where = fmt::format("WEFT_ETCD={}", test::Etcd::shared().endpoint());
+    } else if (store == "file store") {
+        dir.emplace();
+        where = fmt::format("WEFT_STORE={}", dir->path);
     } else {
         const SideListener probe("127.0.0.1", 0);
         where = fmt::format("WEFT_STORE=127.0.0.1:{}", probe.port());

@@ -22,6 +22,7 @@
 
 #include "support/etcd.hpp"
 #include "support/sockets.hpp"
+#include "support/temp_dir.hpp"
 #include "support/threads.hpp"
 #include "weft/error.hpp"
 #include "weft/etcd_store.hpp"
@@ -30,20 +31,9 @@
 
 using namespace weft;
 using namespace std::chrono_literals;
+using weft::test::TempDir;
 
 namespace {
-
-/// A fresh directory under the temp dir, removed with its contents.
-struct TempDir {
-    std::string path;
-    TempDir()
-    {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "weft-store-XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 struct Kind {
     std::string name;
@@ -346,4 +336,33 @@ TEST_CASE("store: a watched get whose watch reports a departure looks once more:
     MemoryStore empty;
     CHECK_THROWS_WITH(empty.Store::get("never", Deadline::after(10s), departed),
                       Catch::Contains("rank(s) 1 left"));
+}
+
+TEST_CASE("store: a file store's live key is live while its store is open, and not after; "
+          "another member cannot take it meanwhile",
+          "[store]")
+{
+    TempDir dir;
+    FileStore watcher(dir.path);
+    {
+        FileStore member(dir.path);
+        member.set_while_alive("alive/3", std::string_view("1"));
+        CHECK(watcher.contains("alive/3"));
+        CHECK(watcher.live("alive/3"));
+        FileStore other(dir.path);
+        CHECK_THROWS_AS(other.set_while_alive("alive/3", std::string_view("1")), UsageError);
+        member.set_while_alive("alive/3", std::string_view("2")); // its own: set again
+        CHECK(watcher.get_text("alive/3", Deadline::after(1s)) == "2");
+    }
+    // Its store closed (as when its process ends, however it ends): the lock is gone.
+    CHECK(watcher.contains("alive/3"));
+    CHECK_FALSE(watcher.live("alive/3"));
+    // A plain key is live while it exists; an absent one is not.
+    watcher.set("plain", std::string_view("x"));
+    CHECK(watcher.live("plain"));
+    CHECK_FALSE(watcher.live("absent"));
+    // A new member may take the key of one that ended.
+    FileStore next(dir.path);
+    next.set_while_alive("alive/3", std::string_view("1"));
+    CHECK(watcher.live("alive/3"));
 }

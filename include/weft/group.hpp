@@ -60,6 +60,9 @@ public:
     ///   - WEFT_ETCD=host:port, WEFT_JOB, WEFT_RANK, WEFT_SIZE: the etcd store
     ///     there, the job's keys under weft-job/<WEFT_JOB>/; a rank's live
     ///     mark is under its lease, so a rank that dies is seen within its TTL;
+    ///   - WEFT_STORE=/a/directory, WEFT_RANK, WEFT_SIZE: a file store in
+    ///     that directory (one host, or a shared file system); use a fresh
+    ///     directory per job;
     ///   - WEFT_STORE=host:port, WEFT_RANK, WEFT_SIZE: the TCP store there;
     ///     rank 0 serves it when it can listen there (else a `weft store
     ///     --listen` does) and, at its end, waits up to 10 s for the others

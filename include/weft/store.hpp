@@ -134,15 +134,24 @@ private:
 
 /// Members share a directory (one host, or a shared file system): a key is a
 /// file, written whole and renamed into place, so a reader never sees half of
-/// it; add() holds an flock on the key's lock file.
+/// it; add() holds an flock on the key's lock file. set_while_alive() holds
+/// an flock on the key's ".live" file for as long as this store lives (the
+/// kernel drops it with the process, however it ends), and live() tries it.
 class FileStore final : public Store {
 public:
     /// Creates `dir` when it does not exist.
     explicit FileStore(std::string dir);
+    ~FileStore() override; // this member's live keys are no longer live
+    FileStore(const FileStore&) = delete;
+    FileStore& operator=(const FileStore&) = delete;
     using Store::barrier;
     using Store::get;
     using Store::set;
+    using Store::set_while_alive;
     void set(std::string_view key, std::span<const std::byte> value) override;
+    /// UsageError when another live member holds `key`.
+    void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
+    bool live(std::string_view key) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;
     bool contains(std::string_view key) override;
@@ -154,6 +163,8 @@ private:
     void write_whole(const std::string& path, std::span<const std::byte> value);
 
     std::string dir_;
+    std::mutex live_m_;
+    std::map<std::string, int, std::less<>> live_; // key -> its ".live" file, locked
 };
 
 } // namespace weft
