@@ -7,8 +7,9 @@
 /// keys put with set_while_alive() live under it, so a member that crashes
 /// loses them within `ttl` (its entry does not stay behind to mislead new
 /// members, as NIXL's do), and one that closes revokes the lease at once.
-/// get() waits by polling the key (5 ms at first, then up to 50 ms); add()
-/// is a compare-and-swap transaction; watch() streams a prefix's changes.
+/// get() of a key not there yet waits on a watch of it; add() is a
+/// compare-and-swap transaction; barrier() a key per member and a watch;
+/// watch() streams a prefix's changes.
 /// Keys go under `prefix`.
 #pragma once
 
@@ -77,6 +78,12 @@ public:
     /// Under this store's lease: gone within `ttl` of this process's end.
     void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
+    /// One range read of the keys' common prefix; a watch for each missing.
+    std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
+                                            Deadline deadline) override;
+    /// Each member's own key under `key`/arrived/, and a watch until `size`.
+    void barrier(std::string_view key, std::size_t size, Deadline deadline,
+                 const Watch& watch) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;
     bool contains(std::string_view key) override;
     bool erase(std::string_view key) override;
