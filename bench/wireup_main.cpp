@@ -68,10 +68,20 @@ public:
         calls_.push_back({'l', {std::string(key)}, {}, 0});
         return inner_->live(key);
     }
+    std::vector<bool> live_each(std::span<const std::string> keys) override
+    {
+        calls_.push_back({'L', {keys.begin(), keys.end()}, {}, 0});
+        return inner_->live_each(keys);
+    }
     std::int64_t add(std::string_view key, std::int64_t delta) override
     {
         calls_.push_back({'a', {std::string(key)}, {}, 0});
         return inner_->add(key, delta);
+    }
+    std::vector<bool> contains_each(std::span<const std::string> keys) override
+    {
+        calls_.push_back({'C', {keys.begin(), keys.end()}, {}, 0});
+        return inner_->contains_each(keys);
     }
     bool contains(std::string_view key) override
     {
@@ -94,29 +104,39 @@ public:
     std::string describe() const override { return inner_->describe(); }
 
     /// Makes the recorded calls again (barriers on fresh keys, adds skipped:
-    /// a barrier's count is its own), and returns how long they took.
+    /// a barrier's count is its own), and returns how long they took. Each
+    /// barrier is timed from a barrier before it that is not: its time is its
+    /// own, not the wait for ranks that replay more calls than this one.
     double replay()
     {
         const auto calls = std::exchange(calls_, {});
         const auto deadline = weft::Deadline::after(60s);
-        const auto t = Clock::now();
+        double took = 0;
         int barriers = 0;
         for (const Call& c : calls) {
+            const std::string fresh =
+                c.op == 'b' ? c.keys[0] + "-replay-" + std::to_string(barriers) : "";
+            if (c.op == 'b')
+                inner_->barrier(fresh + "-sync", c.size, deadline);
+            const auto t = Clock::now();
             switch (c.op) {
             case 's': inner_->set(c.keys[0], c.value); break;
             case 'w': inner_->set_while_alive(c.keys[0], c.value); break;
             case 'g': (void)inner_->get(c.keys[0], deadline); break;
             case 'm': (void)inner_->get(c.keys, deadline); break;
             case 'l': (void)inner_->live(c.keys[0]); break;
+            case 'L': (void)inner_->live_each(c.keys); break;
+            case 'C': (void)inner_->contains_each(c.keys); break;
             case 'c': (void)inner_->contains(c.keys[0]); break;
             case 'b':
-                inner_->barrier(c.keys[0] + "-replay-" + std::to_string(barriers++), c.size,
-                                deadline);
+                inner_->barrier(fresh, c.size, deadline);
+                ++barriers;
                 break;
             default: break;
             }
+            took += ms(t, Clock::now());
         }
-        return ms(t, Clock::now());
+        return took;
     }
     std::shared_ptr<weft::Store> inner() const { return inner_; }
 

@@ -166,37 +166,62 @@ std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
     timeout(key);
 }
 
-std::vector<std::vector<std::byte>> EtcdStore::get(std::span<const std::string> keys,
-                                                    Deadline deadline)
+std::map<std::string, std::vector<std::byte>, std::less<>>
+EtcdStore::under_common_prefix(std::string_view call, std::span<const std::string> keys,
+                               bool values)
 {
-    // One range read of the keys' common prefix (a group's "node/0".."node/63"),
-    // then a watched get of each still missing: N requests become one.
     std::string_view common = keys.empty() ? std::string_view() : std::string_view(keys[0]);
     for (const std::string& k : keys) {
-        check_key("Store::get", k);
+        check_key(call, k);
         std::size_t n = 0;
         while (n < common.size() && n < k.size() && common[n] == k[n])
             ++n;
         common = common.substr(0, n);
     }
     std::map<std::string, std::vector<std::byte>, std::less<>> found;
-    if (!common.empty()) {
-        const std::string from = full(common);
-        json a;
-        {
-            const std::lock_guard lock(m_);
-            a = http_->post("/v3/kv/range",
-                            {{"key", b64(from)}, {"range_end", b64(prefix_end(from))}},
-                            call_timeout);
-        }
-        for (const json& kv : a.value("kvs", json::array())) {
-            const auto raw = unb64(kv["key"].get<std::string>());
-            std::string k(reinterpret_cast<const char*>(raw.data()), raw.size());
-            found.emplace(k.substr(prefix_.size()), kv.contains("value")
-                                                        ? unb64(kv["value"].get<std::string>())
-                                                        : std::vector<std::byte>{});
-        }
+    if (common.empty())
+        return found;
+    const std::string from = full(common);
+    json request = {{"key", b64(from)}, {"range_end", b64(prefix_end(from))}};
+    if (!values)
+        request["keys_only"] = true;
+    json a;
+    {
+        const std::lock_guard lock(m_);
+        a = http_->post("/v3/kv/range", request, call_timeout);
     }
+    for (const json& kv : a.value("kvs", json::array())) {
+        const auto raw = unb64(kv["key"].get<std::string>());
+        std::string k(reinterpret_cast<const char*>(raw.data()), raw.size());
+        found.emplace(k.substr(prefix_.size()), kv.contains("value")
+                                                    ? unb64(kv["value"].get<std::string>())
+                                                    : std::vector<std::byte>{});
+    }
+    return found;
+}
+
+std::vector<bool> EtcdStore::live_each(std::span<const std::string> keys)
+{
+    return contains_each(keys); // a live key is one whose lease has not ended
+}
+
+std::vector<bool> EtcdStore::contains_each(std::span<const std::string> keys)
+{
+    const auto found = under_common_prefix("Store::contains", keys, false);
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (const std::string& k : keys)
+        out.push_back(found.contains(k));
+    return out;
+}
+
+std::vector<std::vector<std::byte>> EtcdStore::get(std::span<const std::string> keys,
+                                                    Deadline deadline)
+{
+    // One range read of the keys' common prefix (a group's "node/0".."node/63"),
+    // then a watched get of each still missing: N requests become one.
+    std::map<std::string, std::vector<std::byte>, std::less<>> found =
+        under_common_prefix("Store::get", keys, true);
     std::vector<std::vector<std::byte>> out;
     out.reserve(keys.size());
     for (const std::string& k : keys) {

@@ -86,10 +86,43 @@ std::vector<std::vector<std::byte>> Store::get(std::span<const std::string> keys
 {
     if (!watch)
         return get(keys, deadline);
-    std::vector<std::vector<std::byte>> out;
+    // The store's own multi-get, in slices of a second (one request for all
+    // keys where the store has one: etcd's range, the TCP store's frame).
+    for (;;) {
+        const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
+        try {
+            return get(keys, slice);
+        } catch (const TimeoutError&) {
+            if (deadline.expired())
+                throw;
+        }
+        try {
+            watch();
+        } catch (const Error&) {
+            try { // as the single get: members that set their part and ended
+                return get(keys, Deadline(Clock::now()));
+            } catch (const TimeoutError&) {
+            }
+            throw;
+        }
+    }
+}
+
+std::vector<bool> Store::contains_each(std::span<const std::string> keys)
+{
+    std::vector<bool> out;
     out.reserve(keys.size());
-    for (const auto& key : keys)
-        out.push_back(get(key, deadline, watch));
+    for (const std::string& k : keys)
+        out.push_back(contains(k));
+    return out;
+}
+
+std::vector<bool> Store::live_each(std::span<const std::string> keys)
+{
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (const std::string& k : keys)
+        out.push_back(live(k));
     return out;
 }
 

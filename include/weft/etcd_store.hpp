@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,9 @@ public:
     /// Each member's own key under `key`/arrived/, and a watch until `size`.
     void barrier(std::string_view key, std::size_t size, Deadline deadline,
                  const Watch& watch) override;
+    /// One keys-only range read of the keys' common prefix.
+    std::vector<bool> live_each(std::span<const std::string> keys) override;
+    std::vector<bool> contains_each(std::span<const std::string> keys) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;
     bool contains(std::string_view key) override;
     bool erase(std::string_view key) override;
@@ -104,6 +108,10 @@ private:
     std::string full(std::string_view key) const { return prefix_ + std::string(key); }
     void put(std::string_view key, std::span<const std::byte> value, bool leased);
     void keep_alive();
+    /// The keys of `keys` there now (with their values if `values`), read
+    /// in one range over their common prefix.
+    std::map<std::string, std::vector<std::byte>, std::less<>>
+    under_common_prefix(std::string_view call, std::span<const std::string> keys, bool values);
 
     std::string endpoint_;
     std::string prefix_;

@@ -135,8 +135,9 @@ private:
     /// The store's barrier of this group's ranks at `key`; an end the store
     /// saw without naming it is named from the live marks.
     void meet(const std::string& key, Deadline deadline);
-    /// Whether rank `r` joined and its live mark is gone.
-    bool has_departed(std::uint32_t r) const;
+    /// The ranks of `ranks` (not this one) that joined and whose live mark
+    /// is gone.
+    std::vector<std::uint32_t> departed_of(std::span<const std::uint32_t> ranks) const;
 
     std::shared_ptr<void> served_; // from_environment's rank 0: the store's server, kept last
     std::string launch_;

@@ -64,11 +64,16 @@ public:
     /// here, whether the key is there (the TCP store and etcd drop it with
     /// the member); a store that can ask its launcher (PMIx) asks it.
     virtual bool live(std::string_view key) { return contains(key); }
+    /// live() of each key (a group's check of all its ranks: etcd answers it
+    /// with one range read).
+    virtual std::vector<bool> live_each(std::span<const std::string> keys);
     /// Adds `delta` to the integer at `key` (0 when absent), atomically, and
     /// returns the sum.
     virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
     /// True when `key` exists now.
     virtual bool contains(std::string_view key) = 0;
+    /// contains() of each key (etcd: one range read).
+    virtual std::vector<bool> contains_each(std::span<const std::string> keys);
     /// Removes `key`; false when it was not there.
     virtual bool erase(std::string_view key) = 0;
     /// Returns once `size` members have called it with `key`; TimeoutError at
