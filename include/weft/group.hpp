@@ -59,7 +59,9 @@ public:
     ///     as the launcher gave them;
     ///   - WEFT_ETCD=host:port, WEFT_JOB, WEFT_RANK, WEFT_SIZE: the etcd store
     ///     there, the job's keys under weft-job/<WEFT_JOB>/; a rank's live
-    ///     mark is under its lease, so a rank that dies is seen within its TTL;
+    ///     mark is under its lease, so a rank that dies is seen within its TTL
+    ///     (WEFT_ETCD_TTL seconds, default 2; raise it where a loaded machine
+    ///     delays the lease's keep-alive, or live ranks are taken for dead);
     ///   - WEFT_STORE=/a/directory, WEFT_RANK, WEFT_SIZE: a file store in
     ///     that directory (one host, or a shared file system); use a fresh
     ///     directory per job;
