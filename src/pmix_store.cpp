@@ -121,6 +121,11 @@ struct PendingGet {
     bool done = false;
     pmix_status_t rc = PMIX_SUCCESS;
     std::vector<std::byte> value;
+    // What the request points at, kept here: PMIx reads them on its own
+    // thread after a wait that gave up has returned (ASan: a use after free
+    // of the key when they were the caller's).
+    std::string key;
+    pmix_proc_t from;
     pmix_info_t info;
     int seconds = 1;
 
@@ -153,12 +158,14 @@ std::vector<std::byte> PmixStore::get(std::string_view key, Deadline deadline)
         // The owner's server holds the request until the key is committed,
         // or the timeout (whole seconds) passes.
         auto p = std::make_shared<PendingGet>();
+        p->key = k;
+        p->from = from;
         PMIX_INFO_CONSTRUCT(&p->info);
         p->seconds = timeout_seconds(deadline);
         PMIX_INFO_LOAD(&p->info, PMIX_TIMEOUT, &p->seconds, PMIX_INT);
         auto hold = std::make_unique<std::shared_ptr<PendingGet>>(p);
         const pmix_status_t started =
-            PMIx_Get_nb(&from, k.c_str(), &p->info, 1, &PendingGet::answer, hold.get());
+            PMIx_Get_nb(&p->from, p->key.c_str(), &p->info, 1, &PendingGet::answer, hold.get());
         if (started != PMIX_SUCCESS)
             pmix_fail("PMIx_Get_nb", started, fmt::format("key '{}' of rank {}", key, from.rank));
         (void)hold.release(); // the callback's now
