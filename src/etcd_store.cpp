@@ -166,18 +166,25 @@ std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
     timeout(key);
 }
 
-std::map<std::string, std::vector<std::byte>, std::less<>>
-EtcdStore::under_common_prefix(std::string_view call, std::span<const std::string> keys,
-                               bool values)
+std::string_view EtcdStore::common_prefix(std::span<const std::string> keys)
 {
     std::string_view common = keys.empty() ? std::string_view() : std::string_view(keys[0]);
     for (const std::string& k : keys) {
-        check_key(call, k);
         std::size_t n = 0;
         while (n < common.size() && n < k.size() && common[n] == k[n])
             ++n;
         common = common.substr(0, n);
     }
+    return common;
+}
+
+std::map<std::string, std::vector<std::byte>, std::less<>>
+EtcdStore::under_common_prefix(std::string_view call, std::span<const std::string> keys,
+                               bool values)
+{
+    for (const std::string& k : keys)
+        check_key(call, k);
+    const std::string_view common = common_prefix(keys);
     std::map<std::string, std::vector<std::byte>, std::less<>> found;
     if (common.empty())
         return found;
@@ -207,6 +214,8 @@ std::vector<bool> EtcdStore::live_each(std::span<const std::string> keys)
 
 std::vector<bool> EtcdStore::contains_each(std::span<const std::string> keys)
 {
+    if (keys.size() > 1 && common_prefix(keys).empty())
+        return Store::contains_each(keys); // nothing shared to range over
     const auto found = under_common_prefix("Store::contains", keys, false);
     std::vector<bool> out;
     out.reserve(keys.size());
@@ -220,6 +229,8 @@ std::vector<std::vector<std::byte>> EtcdStore::get(std::span<const std::string> 
 {
     // One range read of the keys' common prefix (a group's "node/0".."node/63"),
     // then a watched get of each still missing: N requests become one.
+    if (keys.size() > 1 && common_prefix(keys).empty())
+        return Store::get(keys, deadline);
     std::map<std::string, std::vector<std::byte>, std::less<>> found =
         under_common_prefix("Store::get", keys, true);
     std::vector<std::vector<std::byte>> out;

@@ -225,6 +225,14 @@ void StoreServer::State::on_request(Member& m, const store::Request& r)
     case store::Op::contains:
         answer(m, r.id, r.op, kv.contains(r.key) ? store::Status::ok : store::Status::absent);
         return;
+    case store::Op::contains_each: {
+        std::vector<std::byte> each;
+        each.reserve(r.keys.size());
+        for (const std::string& k : r.keys)
+            each.push_back(std::byte{kv.contains(k) ? std::uint8_t{1} : std::uint8_t{0}});
+        answer(m, r.id, r.op, store::Status::ok, each);
+        return;
+    }
     case store::Op::erase:
         owner_of.erase(r.key);
         answer(m, r.id, r.op, kv.erase(r.key) ? store::Status::ok : store::Status::absent);

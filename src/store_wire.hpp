@@ -4,9 +4,11 @@
 //
 //   request (Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
 //                                  + bytes), then by op: set, set_owned: value (u32 length
-//                                  + bytes); add: delta (i64 as u64)
+//                                  + bytes); add: delta (i64 as u64); contains_each:
+//                                  count u32, then each key (the `key` field is empty)
 //   answer (Frame::store_answer):  id u32, status u8, then by op: get: value;
-//                                  add: the sum (i64 as u64)
+//                                  add: the sum (i64 as u64); contains_each: one byte
+//                                  per key asked, 1 where it exists (u32 length + bytes)
 //
 // A get whose key is absent is parked at the server for up to wait_ms; its
 // answer is then `absent`. Answers carry the request's id, so that a member
@@ -28,6 +30,7 @@ enum class Op : std::uint8_t {
     contains = 4,
     erase = 5,
     set_owned = 6, // set, and erased when the setter's connection closes
+    contains_each = 7, // contains() of many keys in one request (a group's departure check)
 };
 enum class Status : std::uint8_t {
     ok = 0,
@@ -42,6 +45,7 @@ struct Request {
     std::string key;
     std::vector<std::byte> value; // set
     std::int64_t delta = 0;       // add
+    std::vector<std::string> keys; // contains_each
 };
 
 inline std::vector<std::byte> encode(const Request& r)
@@ -55,6 +59,11 @@ inline std::vector<std::byte> encode(const Request& r)
         w.bytes(r.value);
     else if (r.op == Op::add)
         w.u64(static_cast<std::uint64_t>(r.delta));
+    else if (r.op == Op::contains_each) {
+        w.u32(static_cast<std::uint32_t>(r.keys.size()));
+        for (const std::string& k : r.keys)
+            w.str(k);
+    }
     return w.data();
 }
 
@@ -64,7 +73,8 @@ inline Request decode_request(std::span<const std::byte> payload)
     Request r;
     r.id = in.u32();
     const auto op = in.u8();
-    if (op < static_cast<std::uint8_t>(Op::set) || op > static_cast<std::uint8_t>(Op::set_owned))
+    if (op < static_cast<std::uint8_t>(Op::set) ||
+        op > static_cast<std::uint8_t>(Op::contains_each))
         throw Error("store", -EPROTO, "",
                     "a store request has an unknown operation " + std::to_string(op) +
                         ": the member is not a weft program of this version");
@@ -75,6 +85,11 @@ inline Request decode_request(std::span<const std::byte> payload)
         r.value = in.bytes();
     else if (r.op == Op::add)
         r.delta = static_cast<std::int64_t>(in.u64());
+    else if (r.op == Op::contains_each) {
+        const std::uint32_t n = in.u32();
+        for (std::uint32_t i = 0; i < n; ++i)
+            r.keys.push_back(in.str()); // a short payload ends the loop with an error
+    }
     in.finish();
     return r;
 }
@@ -82,16 +97,22 @@ inline Request decode_request(std::span<const std::byte> payload)
 struct Answer {
     std::uint32_t id = 0;
     Status status = Status::ok;
-    std::vector<std::byte> value; // get
+    std::vector<std::byte> value; // get; contains_each: a byte per key, 1 where it exists
     std::int64_t sum = 0;         // add
 };
+
+/// Whether an answer to `op` carries a value.
+inline bool has_value(Op op, Status status)
+{
+    return (op == Op::get && status == Status::ok) || op == Op::contains_each;
+}
 
 inline std::vector<std::byte> encode(const Answer& a, Op op)
 {
     wire::Writer w;
     w.u32(a.id);
     w.u8(static_cast<std::uint8_t>(a.status));
-    if (op == Op::get && a.status == Status::ok)
+    if (has_value(op, a.status))
         w.bytes(a.value);
     else if (op == Op::add)
         w.u64(static_cast<std::uint64_t>(a.sum));
@@ -117,7 +138,7 @@ inline Answer decode_answer(std::span<const std::byte> payload, Op op)
                     "the store server sent an unknown status " + std::to_string(status) +
                         ": it is not a weft program of this version");
     a.status = static_cast<Status>(status);
-    if (op == Op::get && a.status == Status::ok)
+    if (has_value(op, a.status))
         a.value = in.bytes();
     else if (op == Op::add)
         a.sum = static_cast<std::int64_t>(in.u64());

@@ -35,6 +35,7 @@ std::uint32_t wait_ms(Deadline deadline)
 
 } // namespace
 
+struct TcpStore::Request : store::Request {};
 struct TcpStore::Answer : store::Answer {};
 
 TcpStore::TcpStore(std::string_view host_port, Deadline deadline, std::string_view secret)
@@ -50,9 +51,16 @@ TcpStore::Answer TcpStore::call(std::string_view name, std::uint8_t op, std::str
                                 std::span<const std::byte> body, Deadline deadline)
 {
     check_key(name, key);
-    store::Request r;
+    Request r;
     r.op = static_cast<store::Op>(op);
     r.key = key;
+    return call(name, std::move(r), body, deadline);
+}
+
+TcpStore::Answer TcpStore::call(std::string_view name, Request r,
+                                std::span<const std::byte> body, Deadline deadline)
+{
+    const std::string key = r.key.empty() ? fmt::format("{} keys", r.keys.size()) : r.key;
     if (r.op == store::Op::set || r.op == store::Op::set_owned) {
         r.value.assign(body.begin(), body.end());
         if (r.value.size() + key.size() + 64 > detail::side::max_payload)
@@ -175,6 +183,31 @@ bool TcpStore::contains(std::string_view key)
     return call("Store::contains", static_cast<std::uint8_t>(store::Op::contains), key, {},
                 Deadline::never())
                .status == store::Status::ok;
+}
+
+std::vector<bool> TcpStore::contains_each(std::span<const std::string> keys)
+{
+    // In slices, so that each request stays well under a frame's ~1 MiB.
+    constexpr std::size_t per_request = 1024;
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (std::size_t at = 0; at < keys.size(); at += per_request) {
+        Request r;
+        r.op = store::Op::contains_each;
+        for (std::size_t i = at; i < std::min(keys.size(), at + per_request); ++i) {
+            check_key("Store::contains_each", keys[i]);
+            r.keys.push_back(keys[i]);
+        }
+        const auto a = call("Store::contains_each", std::move(r), {}, Deadline::never());
+        if (a.value.size() != std::min(per_request, keys.size() - at))
+            throw Error("Store::contains_each", -EPROTO, "",
+                        fmt::format("the {} answered {} of {} keys: it is not a weft program of "
+                                    "this version",
+                                    describe(), a.value.size(), keys.size() - at));
+        for (const std::byte b : a.value)
+            out.push_back(b != std::byte{0});
+    }
+    return out;
 }
 
 bool TcpStore::erase(std::string_view key)

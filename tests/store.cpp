@@ -111,6 +111,36 @@ TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[sto
     CHECK_THROWS_AS(s->add("rank/3/addr", 1), UsageError); // not a number
 }
 
+TEST_CASE("store: contains_each and live_each answer for every key, in order, across slices",
+          "[store]")
+{
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
+    // 1500 keys: more than the TCP store asks in one request (1024).
+    std::vector<std::string> keys;
+    std::vector<bool> want;
+    for (int i = 0; i < 1500; ++i) {
+        keys.push_back(fmt::format("each/{}", i));
+        want.push_back(i % 3 == 1 || i == 1499);
+    }
+    // Only a few are set on the slow stores (files, etcd): one in a hundred.
+    if (opened.kind.name != "memory" && opened.kind.name != "tcp")
+        for (std::size_t i = 0; i < want.size(); ++i)
+            want[i] = i % 100 == 7 || i == 1499;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        if (want[i])
+            s->set_while_alive(keys[i], std::string_view("1"));
+    CHECK(s->contains_each(keys) == want);
+    CHECK(s->live_each(keys) == want);
+    CHECK(s->contains_each(std::span<const std::string>{}).empty());
+    CHECK(s->erase("each/1499"));
+    want.back() = false;
+    CHECK(s->contains_each(keys) == want);
+    const std::string bad[] = {"each/1", ""};
+    CHECK_THROWS_AS(s->contains_each(bad), UsageError);
+}
+
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
     const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));

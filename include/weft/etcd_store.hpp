@@ -108,8 +108,10 @@ private:
     std::string full(std::string_view key) const { return prefix_ + std::string(key); }
     void put(std::string_view key, std::span<const std::byte> value, bool leased);
     void keep_alive();
+    /// The longest prefix every key of `keys` starts with.
+    static std::string_view common_prefix(std::span<const std::string> keys);
     /// The keys of `keys` there now (with their values if `values`), read
-    /// in one range over their common prefix.
+    /// in one range over their common prefix (callers give keys that share one).
     std::map<std::string, std::vector<std::byte>, std::less<>>
     under_common_prefix(std::string_view call, std::span<const std::string> keys, bool values);
 

@@ -69,6 +69,13 @@ public:
     /// Erased by the server when this connection closes (the process ended).
     void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     bool contains(std::string_view key) override;
+    /// One request for all the keys (the server answers a byte per key).
+    std::vector<bool> contains_each(std::span<const std::string> keys) override;
+    /// contains_each(): a live key is one whose setter's connection is open.
+    std::vector<bool> live_each(std::span<const std::string> keys) override
+    {
+        return contains_each(keys);
+    }
     bool erase(std::string_view key) override;
     std::string describe() const override;
 
@@ -76,9 +83,12 @@ public:
     static constexpr std::chrono::seconds answer_timeout{30};
 
 private:
+    struct Request;
     struct Answer;
     Answer call(std::string_view name, std::uint8_t op, std::string_view key,
                 std::span<const std::byte> body, Deadline deadline);
+    Answer call(std::string_view name, Request r, std::span<const std::byte> body,
+                Deadline deadline);
 
     /// Reads answers until `id`'s is there (one caller at a time reads for all).
     std::vector<std::byte> await(std::unique_lock<std::mutex>& lock, std::uint32_t id,
