@@ -15,11 +15,14 @@
 #include <weft/pmix_store.hpp>
 #include <weft/tcp_store.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,12 @@ public:
     {
         calls_.push_back({'m', {keys.begin(), keys.end()}, {}, 0});
         return inner_->get(keys, deadline);
+    }
+    std::vector<std::optional<std::vector<std::byte>>>
+    get_now(std::span<const std::string> keys) override
+    {
+        calls_.push_back({'n', {keys.begin(), keys.end()}, {}, 0});
+        return inner_->get_now(keys);
     }
     bool live(std::string_view key) override
     {
@@ -107,8 +116,10 @@ public:
     /// a barrier's count is its own), and returns how long they took. Each
     /// barrier is timed from a barrier before it that is not: its time is its
     /// own, not the wait for ranks that replay more calls than this one.
-    double replay()
+    /// `by_call`: the time of each kind of call ("b 3x 12.0 ms, m 1x 2.0 ms").
+    double replay(std::string& by_call)
     {
+        std::map<char, std::pair<int, double>> kinds;
         const auto calls = std::exchange(calls_, {});
         const auto deadline = weft::Deadline::after(60s);
         double took = 0;
@@ -124,6 +135,7 @@ public:
             case 'w': inner_->set_while_alive(c.keys[0], c.value); break;
             case 'g': (void)inner_->get(c.keys[0], deadline); break;
             case 'm': (void)inner_->get(c.keys, deadline); break;
+            case 'n': (void)inner_->get_now(c.keys); break;
             case 'l': (void)inner_->live(c.keys[0]); break;
             case 'L': (void)inner_->live_each(c.keys); break;
             case 'C': (void)inner_->contains_each(c.keys); break;
@@ -134,8 +146,14 @@ public:
                 break;
             default: break;
             }
-            took += ms(t, Clock::now());
+            const double one = ms(t, Clock::now());
+            took += one;
+            kinds[c.op].first += 1;
+            kinds[c.op].second += one;
         }
+        for (const auto& [op, k] : kinds)
+            by_call += fmt::format("{}{} {}x {:.1f} ms", by_call.empty() ? "" : ", ", op,
+                                   k.first, k.second);
         return took;
     }
     std::shared_ptr<weft::Store> inner() const { return inner_; }
@@ -164,7 +182,10 @@ std::shared_ptr<weft::Store> launched_store(std::uint32_t& rank, std::uint32_t& 
     size = static_cast<std::uint32_t>(std::atoi(std::getenv("WEFT_SIZE")));
     if (const char* at = std::getenv("WEFT_ETCD")) {
         const std::string prefix = std::string("weft-job/") + std::getenv("WEFT_JOB") + "/";
-        return std::make_shared<weft::EtcdStore>(at, weft::Deadline::after(60s), prefix);
+        // WEFT_ETCD_TTL as Group::from_environment reads it (bench/wireup sets it).
+        const char* ttl = std::getenv("WEFT_ETCD_TTL");
+        return std::make_shared<weft::EtcdStore>(at, weft::Deadline::after(60s), prefix,
+                                                 std::chrono::seconds(ttl ? std::atoi(ttl) : 2));
     }
     return std::make_shared<weft::TcpStore>(std::getenv("WEFT_STORE"), weft::Deadline::after(60s));
 }
@@ -195,28 +216,32 @@ int main(int argc, char** argv)
         const auto reached = Clock::now();
         g.barrier(weft::Deadline::after(120s));
         // Each rank's replay, against its own time to reach its neighbour.
-        const double own = store->replay();
+        std::string by_call;
+        const double own = store->replay(by_call);
         const double share = 100 * own / ms(start, reached);
-        const std::string mine = std::to_string(share) + " " + std::to_string(own);
+        const std::string mine = fmt::format("{} {} {}", share, own, by_call);
         auto& s = *store->inner();
         s.set("share/" + std::to_string(rank), mine);
         if (rank == 0) {
             double worst = 0, worst_ms = 0;
+            std::string worst_calls;
             for (std::uint32_t r = 0; r < size; ++r) {
                 const std::string t = s.get_text("share/" + std::to_string(r),
                                                  weft::Deadline::after(60s));
                 const double v = std::stod(t);
                 if (v > worst) {
                     worst = v;
-                    worst_ms = std::stod(t.substr(t.find(' ') + 1));
+                    const std::size_t second = t.find(' ') + 1;
+                    worst_ms = std::stod(t.substr(second));
+                    worst_calls = t.substr(t.find(' ', second) + 1);
                 }
             }
             std::printf("weft group on %s, %u ranks through the %s: joined %.1f ms, ring %.1f ms, "
                         "reached %.1f ms after main; STORE SHARE %.2f %% (the largest of any "
-                        "rank: its store calls replayed take %.1f ms)\n",
+                        "rank: its store calls replayed take %.1f ms: %s)\n",
                         std::string(node.provider()).c_str(), g.size(), s.describe().c_str(),
                         ms(start, joined), ms(joined, reached), ms(start, reached), worst,
-                        worst_ms);
+                        worst_ms, worst_calls.c_str());
         }
         // Nobody leaves before rank 0 has read every share (the TCP store's
         // server may be rank 0's neighbour's connection away).

@@ -224,20 +224,22 @@ std::vector<bool> EtcdStore::contains_each(std::span<const std::string> keys)
     return out;
 }
 
-std::vector<std::vector<std::byte>> EtcdStore::get(std::span<const std::string> keys,
-                                                    Deadline deadline)
+std::vector<std::optional<std::vector<std::byte>>>
+EtcdStore::get_now(std::span<const std::string> keys)
 {
-    // One range read of the keys' common prefix (a group's "node/0".."node/63"),
-    // then a watched get of each still missing: N requests become one.
+    // One range read of the keys' common prefix (a group's "node/0".."node/63"):
+    // N requests become one.
     if (keys.size() > 1 && common_prefix(keys).empty())
-        return Store::get(keys, deadline);
-    std::map<std::string, std::vector<std::byte>, std::less<>> found =
-        under_common_prefix("Store::get", keys, true);
-    std::vector<std::vector<std::byte>> out;
+        return Store::get_now(keys);
+    auto found = under_common_prefix("Store::get", keys, true);
+    std::vector<std::optional<std::vector<std::byte>>> out;
     out.reserve(keys.size());
     for (const std::string& k : keys) {
         const auto it = found.find(k);
-        out.push_back(it != found.end() ? std::move(it->second) : get(k, deadline));
+        if (it != found.end())
+            out.emplace_back(std::move(it->second));
+        else
+            out.emplace_back();
     }
     return out;
 }

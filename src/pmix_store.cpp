@@ -185,9 +185,10 @@ std::vector<std::byte> PmixStore::get(std::string_view key, Deadline deadline)
     }
 }
 
-bool PmixStore::contains(std::string_view key)
+std::optional<std::vector<std::byte>> PmixStore::immediate(std::string_view call,
+                                                          std::string_view key)
 {
-    check_key("Store::contains", key);
+    check_key(call, key);
     pmix_proc_t from;
     PMIX_PROC_CONSTRUCT(&from);
     PMIX_LOAD_PROCID(&from, nspace_.c_str(), owner(key));
@@ -199,9 +200,32 @@ bool PmixStore::contains(std::string_view key)
     const std::string k(key);
     const pmix_status_t rc = PMIx_Get(&from, k.c_str(), &info, 1, &v);
     PMIX_INFO_DESTRUCT(&info);
+    std::optional<std::vector<std::byte>> out;
+    if (rc == PMIX_SUCCESS && v != nullptr && v->type == PMIX_BYTE_OBJECT) {
+        const auto* b = reinterpret_cast<const std::byte*>(v->data.bo.bytes);
+        out.emplace(b, b + v->data.bo.size);
+    }
     if (v != nullptr)
         PMIX_VALUE_RELEASE(v);
-    return rc == PMIX_SUCCESS;
+    return out;
+}
+
+bool PmixStore::contains(std::string_view key)
+{
+    return immediate("Store::contains", key).has_value();
+}
+
+std::vector<std::optional<std::vector<std::byte>>>
+PmixStore::get_now(std::span<const std::string> keys)
+{
+    // PMIX_IMMEDIATE: what this node's server holds now (a key of a rank on
+    // another node that is not here yet reads as absent; the get that
+    // follows waits for it).
+    std::vector<std::optional<std::vector<std::byte>>> out;
+    out.reserve(keys.size());
+    for (const std::string& k : keys)
+        out.push_back(immediate("Store::get", k));
+    return out;
 }
 
 std::int64_t PmixStore::add(std::string_view, std::int64_t)

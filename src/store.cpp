@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include <rdma/fi_errno.h>
 
@@ -38,13 +39,85 @@ void Store::timeout(std::string_view key) const
                                    key, describe()));
 }
 
+std::vector<std::optional<std::vector<std::byte>>>
+Store::get_now(std::span<const std::string> keys)
+{
+    std::vector<std::optional<std::vector<std::byte>>> out;
+    out.reserve(keys.size());
+    for (const auto& key : keys) {
+        try {
+            out.emplace_back(get(key, Deadline(Clock::now())));
+        } catch (const TimeoutError&) {
+            out.emplace_back();
+        }
+    }
+    return out;
+}
+
 std::vector<std::vector<std::byte>> Store::get(std::span<const std::string> keys,
                                                Deadline deadline)
 {
+    return gather(keys, deadline, {});
+}
+
+std::vector<std::vector<std::byte>> Store::gather(std::span<const std::string> keys,
+                                                  Deadline deadline, const Watch& watch)
+{
+    // What is there, in one get_now() (one request on the TCP store and
+    // etcd); then a wait for the first key still missing, and again for the
+    // rest: a key once read is not asked for again. With a watch, each wait
+    // is a slice of a second, and `watch` runs between slices.
+    std::vector<std::optional<std::vector<std::byte>>> got(keys.size());
+    std::vector<std::string> missing;
+    std::vector<std::size_t> at;
+    const auto look = [&] {
+        missing.clear();
+        at.clear();
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            if (!got[i]) {
+                missing.push_back(keys[i]);
+                at.push_back(i);
+            }
+        if (missing.empty())
+            return true;
+        auto now = get_now(missing);
+        bool all = true;
+        for (std::size_t j = 0; j < at.size(); ++j) {
+            all = all && now[j].has_value();
+            got[at[j]] = std::move(now[j]);
+        }
+        return all;
+    };
+    while (!look()) {
+        const auto first = static_cast<std::size_t>(
+            std::ranges::find_if(got, [](const auto& v) { return !v; }) - got.begin());
+        if (!watch) {
+            got[first] = get(keys[first], deadline);
+            continue;
+        }
+        const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
+        try {
+            got[first] = get(keys[first], slice);
+            continue;
+        } catch (const TimeoutError&) {
+            if (deadline.expired())
+                throw;
+        }
+        try {
+            watch();
+        } catch (const Error&) {
+            // A member that set its part and then ended (it passed the
+            // barrier this member is still in, and exited) has not failed
+            // this wait: look once more before saying so.
+            if (look())
+                break;
+            throw;
+        }
+    }
     std::vector<std::vector<std::byte>> out;
     out.reserve(keys.size());
-    for (const auto& key : keys)
-        out.push_back(get(key, deadline));
+    for (auto& v : got)
+        out.push_back(std::move(*v));
     return out;
 }
 
@@ -84,28 +157,7 @@ std::vector<std::byte> Store::get(std::string_view key, Deadline deadline, const
 std::vector<std::vector<std::byte>> Store::get(std::span<const std::string> keys,
                                                Deadline deadline, const Watch& watch)
 {
-    if (!watch)
-        return get(keys, deadline);
-    // The store's own multi-get, in slices of a second (one request for all
-    // keys where the store has one: etcd's range, the TCP store's frame).
-    for (;;) {
-        const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
-        try {
-            return get(keys, slice);
-        } catch (const TimeoutError&) {
-            if (deadline.expired())
-                throw;
-        }
-        try {
-            watch();
-        } catch (const Error&) {
-            try { // as the single get: members that set their part and ended
-                return get(keys, Deadline(Clock::now()));
-            } catch (const TimeoutError&) {
-            }
-            throw;
-        }
-    }
+    return watch ? gather(keys, deadline, watch) : get(keys, deadline);
 }
 
 std::vector<bool> Store::contains_each(std::span<const std::string> keys)

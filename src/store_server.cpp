@@ -233,6 +233,24 @@ void StoreServer::State::on_request(Member& m, const store::Request& r)
         answer(m, r.id, r.op, store::Status::ok, each);
         return;
     }
+    case store::Op::get_each: {
+        wire::Writer each;
+        std::size_t sent = 0;
+        for (const std::string& k : r.keys) {
+            const auto it = kv.find(k);
+            if (it == kv.end()) {
+                each.u8(static_cast<std::uint8_t>(store::Each::absent));
+            } else if (sent + it->second.size() > store::get_each_budget) {
+                each.u8(static_cast<std::uint8_t>(store::Each::ask_again));
+            } else {
+                each.u8(static_cast<std::uint8_t>(store::Each::value));
+                each.bytes(it->second);
+                sent += it->second.size();
+            }
+        }
+        answer(m, r.id, r.op, store::Status::ok, each.data());
+        return;
+    }
     case store::Op::erase:
         owner_of.erase(r.key);
         answer(m, r.id, r.op, kv.erase(r.key) ? store::Status::ok : store::Status::absent);

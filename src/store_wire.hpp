@@ -4,11 +4,14 @@
 //
 //   request (Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
 //                                  + bytes), then by op: set, set_owned: value (u32 length
-//                                  + bytes); add: delta (i64 as u64); contains_each:
-//                                  count u32, then each key (the `key` field is empty)
+//                                  + bytes); add: delta (i64 as u64); contains_each,
+//                                  get_each: count u32, then each key (`key` is empty)
 //   answer (Frame::store_answer):  id u32, status u8, then by op: get: value;
 //                                  add: the sum (i64 as u64); contains_each: one byte
-//                                  per key asked, 1 where it exists (u32 length + bytes)
+//                                  per key asked, 1 where it exists (u32 length + bytes);
+//                                  get_each: for each key, u8 1 and its value, u8 0
+//                                  (absent) or u8 2 (there, but the answer was full:
+//                                  ask again); all of it as one u32 length + bytes
 //
 // A get whose key is absent is parked at the server for up to wait_ms; its
 // answer is then `absent`. Answers carry the request's id, so that a member
@@ -31,7 +34,17 @@ enum class Op : std::uint8_t {
     erase = 5,
     set_owned = 6, // set, and erased when the setter's connection closes
     contains_each = 7, // contains() of many keys in one request (a group's departure check)
+    get_each = 8,      // the values of many keys there now, in one request (a multi-get)
 };
+
+/// A get_each answer's mark of each key.
+enum class Each : std::uint8_t { absent = 0, value = 1, ask_again = 2 };
+/// The values a get_each answer carries at most; a key whose value would
+/// pass it is ask_again (one larger than it alone: read it with a get).
+constexpr std::size_t get_each_budget = 512 * 1024;
+
+/// Whether a request carries a list of keys.
+inline bool has_keys(Op op) { return op == Op::contains_each || op == Op::get_each; }
 enum class Status : std::uint8_t {
     ok = 0,
     absent = 1,
@@ -45,7 +58,7 @@ struct Request {
     std::string key;
     std::vector<std::byte> value; // set
     std::int64_t delta = 0;       // add
-    std::vector<std::string> keys; // contains_each
+    std::vector<std::string> keys; // contains_each, get_each
 };
 
 inline std::vector<std::byte> encode(const Request& r)
@@ -59,7 +72,7 @@ inline std::vector<std::byte> encode(const Request& r)
         w.bytes(r.value);
     else if (r.op == Op::add)
         w.u64(static_cast<std::uint64_t>(r.delta));
-    else if (r.op == Op::contains_each) {
+    else if (has_keys(r.op)) {
         w.u32(static_cast<std::uint32_t>(r.keys.size()));
         for (const std::string& k : r.keys)
             w.str(k);
@@ -74,7 +87,7 @@ inline Request decode_request(std::span<const std::byte> payload)
     r.id = in.u32();
     const auto op = in.u8();
     if (op < static_cast<std::uint8_t>(Op::set) ||
-        op > static_cast<std::uint8_t>(Op::contains_each))
+        op > static_cast<std::uint8_t>(Op::get_each))
         throw Error("store", -EPROTO, "",
                     "a store request has an unknown operation " + std::to_string(op) +
                         ": the member is not a weft program of this version");
@@ -85,7 +98,7 @@ inline Request decode_request(std::span<const std::byte> payload)
         r.value = in.bytes();
     else if (r.op == Op::add)
         r.delta = static_cast<std::int64_t>(in.u64());
-    else if (r.op == Op::contains_each) {
+    else if (has_keys(r.op)) {
         const std::uint32_t n = in.u32();
         for (std::uint32_t i = 0; i < n; ++i)
             r.keys.push_back(in.str()); // a short payload ends the loop with an error
@@ -97,14 +110,15 @@ inline Request decode_request(std::span<const std::byte> payload)
 struct Answer {
     std::uint32_t id = 0;
     Status status = Status::ok;
-    std::vector<std::byte> value; // get; contains_each: a byte per key, 1 where it exists
+    std::vector<std::byte> value; // get; contains_each: a byte per key, 1 where it exists;
+                                  // get_each: as the header says
     std::int64_t sum = 0;         // add
 };
 
 /// Whether an answer to `op` carries a value.
 inline bool has_value(Op op, Status status)
 {
-    return (op == Op::get && status == Status::ok) || op == Op::contains_each;
+    return (op == Op::get && status == Status::ok) || has_keys(op);
 }
 
 inline std::vector<std::byte> encode(const Answer& a, Op op)

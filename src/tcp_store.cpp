@@ -210,6 +210,54 @@ std::vector<bool> TcpStore::contains_each(std::span<const std::string> keys)
     return out;
 }
 
+std::vector<std::optional<std::vector<std::byte>>>
+TcpStore::get_now(std::span<const std::string> keys)
+{
+    std::vector<std::optional<std::vector<std::byte>>> out(keys.size());
+    for (const std::string& k : keys)
+        check_key("Store::get", k);
+    // Requests of up to 1024 keys; the keys whose values did not fit in an
+    // answer are asked again, and one too large for any answer alone by get().
+    constexpr std::size_t per_request = 1024;
+    std::vector<std::size_t> ask(keys.size());
+    for (std::size_t i = 0; i < ask.size(); ++i)
+        ask[i] = i;
+    while (!ask.empty()) {
+        Request r;
+        r.op = store::Op::get_each;
+        const std::size_t n = std::min(per_request, ask.size());
+        for (std::size_t j = 0; j < n; ++j)
+            r.keys.push_back(keys[ask[j]]);
+        const auto a = call("Store::get", std::move(r), {}, Deadline::never());
+        wire::Reader in(a.value, "store get_each answer");
+        std::vector<std::size_t> again;
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto mark = in.u8();
+            if (mark == static_cast<std::uint8_t>(store::Each::value))
+                out[ask[j]] = in.bytes();
+            else if (mark == static_cast<std::uint8_t>(store::Each::ask_again))
+                again.push_back(ask[j]);
+            else if (mark != static_cast<std::uint8_t>(store::Each::absent))
+                throw Error("Store::get", -EPROTO, "",
+                            fmt::format("the {} marked a key {}: it is not a weft program of "
+                                        "this version",
+                                        describe(), mark));
+        }
+        in.finish();
+        if (!again.empty() && again.front() == ask.front()) {
+            // Too large to share an answer: its own get.
+            try {
+                out[again.front()] = get(keys[again.front()], Deadline(Clock::now()));
+            } catch (const TimeoutError&) { // erased since
+            }
+            again.erase(again.begin());
+        }
+        again.insert(again.end(), ask.begin() + static_cast<std::ptrdiff_t>(n), ask.end());
+        ask = std::move(again);
+    }
+    return out;
+}
+
 bool TcpStore::erase(std::string_view key)
 {
     return call("Store::erase", static_cast<std::uint8_t>(store::Op::erase), key, {},

@@ -141,6 +141,48 @@ TEST_CASE("store: contains_each and live_each answer for every key, in order, ac
     CHECK_THROWS_AS(s->contains_each(bad), UsageError);
 }
 
+TEST_CASE("store: get_now reads what is there without waiting, values of any size, and a "
+          "multi-get waits only for what is missing",
+          "[store]")
+{
+    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    INFO(opened.kind.name);
+    const auto& s = opened.store;
+    // Values that together pass what one TCP store answer carries (512 KiB),
+    // and one larger than that alone.
+    const std::vector<std::string> keys{"now/a", "now/b", "now/c", "now/d", "now/e"};
+    std::vector<std::vector<std::byte>> values;
+    for (const std::size_t size : {300'000u, 10u, 300'000u, 700'000u, 0u}) {
+        std::vector<std::byte> v(size);
+        for (std::size_t i = 0; i < size; ++i)
+            v[i] = static_cast<std::byte>(i * 13 + size);
+        values.push_back(std::move(v));
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        if (i != 1)
+            s->set(keys[i], values[i]);
+    const auto t = Clock::now();
+    auto now = s->get_now(keys);
+    CHECK(Clock::now() - t < 5s); // never waits for now/b
+    REQUIRE(now.size() == keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        INFO(keys[i]);
+        CHECK(now[i].has_value() == (i != 1));
+        if (i != 1 && now[i])
+            CHECK(*now[i] == values[i]);
+    }
+    // The multi-get: now/b comes later, from another member.
+    std::thread later([&] {
+        std::this_thread::sleep_for(200ms);
+        s->set(keys[1], values[1]);
+    });
+    const auto all = s->get(keys, Deadline::after(10s));
+    later.join();
+    CHECK(all == values);
+    const std::string bad[] = {"now/a", std::string(201, 'k')};
+    CHECK_THROWS_AS(s->get_now(bad), UsageError);
+}
+
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
     const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));

@@ -79,9 +79,9 @@ public:
     /// Under this store's lease: gone within `ttl` of this process's end.
     void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
-    /// One range read of the keys' common prefix; a watch for each missing.
-    std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
-                                            Deadline deadline) override;
+    /// One range read of the keys' common prefix.
+    std::vector<std::optional<std::vector<std::byte>>>
+    get_now(std::span<const std::string> keys) override;
     /// Each member's own key under `key`/arrived/, and a watch until `size`.
     void barrier(std::string_view key, std::size_t size, Deadline deadline,
                  const Watch& watch) override;

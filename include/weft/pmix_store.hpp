@@ -53,6 +53,9 @@ public:
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
     std::int64_t add(std::string_view key, std::int64_t delta) override;
     bool contains(std::string_view key) override;
+    /// What this node's PMIx server holds now (PMIX_IMMEDIATE), a key each.
+    std::vector<std::optional<std::vector<std::byte>>>
+    get_now(std::span<const std::string> keys) override;
     bool erase(std::string_view key) override;
     /// A PMIx fence (`watch` is not called: the fence itself reports a rank
     /// that ended, as partial success).
@@ -68,6 +71,8 @@ public:
 private:
     /// The rank whose key `key` is.
     std::uint32_t owner(std::string_view key) const;
+    /// `key`'s value if this node's server holds it now (PMIX_IMMEDIATE).
+    std::optional<std::vector<std::byte>> immediate(std::string_view call, std::string_view key);
 
     /// Fences `procs` (none: the whole job).
     void fence(std::string_view key, std::span<const std::uint32_t> ranks, Deadline deadline);

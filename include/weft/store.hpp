@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,13 +45,21 @@ public:
     /// The value of `key`, once it exists; TimeoutError at `deadline`.
     virtual std::vector<std::byte> get(std::string_view key, Deadline deadline) = 0;
     /// Several keys, each waited for until the one deadline (gloo's multi-get:
-    /// one call where a member needs every other member's key).
+    /// one call where a member needs every other member's key): get_now() of
+    /// those still missing, then a get() of the first of them, until none is.
     virtual std::vector<std::vector<std::byte>> get(std::span<const std::string> keys,
                                                     Deadline deadline);
+    /// The value of each key there now, nothing where it is absent; never
+    /// waits. One request where the store has a batch read (the TCP store's
+    /// frame, etcd's range); a get() with a deadline of now of each here.
+    virtual std::vector<std::optional<std::vector<std::byte>>>
+    get_now(std::span<const std::string> keys);
     /// get() in slices of a second, calling `watch` between them; when
     /// `watch` throws, the key is looked up once more (a member may have set
     /// it and ended since), and the error stands only if it is still absent.
     std::vector<std::byte> get(std::string_view key, Deadline deadline, const Watch& watch);
+    /// The multi-get in slices of a second, `watch` between them (as above);
+    /// a key once read is not read again.
     std::vector<std::vector<std::byte>> get(std::span<const std::string> keys, Deadline deadline,
                                             const Watch& watch);
     /// Sets `key` for as long as this member lives, where the store can tell
@@ -115,6 +124,11 @@ protected:
     [[noreturn]] void not_a_count(std::string_view key) const;
     /// The TimeoutError of a get that waited in vain.
     [[noreturn]] void timeout(std::string_view key) const;
+
+private:
+    /// The multi-get; with a `watch`, in slices of a second.
+    std::vector<std::vector<std::byte>> gather(std::span<const std::string> keys,
+                                               Deadline deadline, const Watch& watch);
 };
 
 /// Members are threads of one process, sharing one MemoryStore (the tests'

@@ -69,6 +69,9 @@ public:
     /// Erased by the server when this connection closes (the process ended).
     void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     bool contains(std::string_view key) override;
+    /// One request for all the keys (more only for values past ~512 KiB in all).
+    std::vector<std::optional<std::vector<std::byte>>>
+    get_now(std::span<const std::string> keys) override;
     /// One request for all the keys (the server answers a byte per key).
     std::vector<bool> contains_each(std::span<const std::string> keys) override;
     /// contains_each(): a live key is one whose setter's connection is open.
