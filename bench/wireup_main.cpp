@@ -201,6 +201,10 @@ int main(int argc, char** argv)
         o.kind = std::strchr(o.provider.c_str(), ';') ? weft::EndpointKind::rdm
                                                       : weft::EndpointKind::msg;
         o.node = "127.0.0.1";
+        // Many ranks share few cores: a waiting rank sleeps (a spinning one,
+        // and its progress thread every 100 µs, take the cores from the rest).
+        if (const char* w = std::getenv("WEFT_WIREUP_SPIN"); !w || *w != '1')
+            o.waiting = weft::Waiting::sleep;
         std::uint32_t rank = 0, size = 1;
         auto store = std::make_shared<Recording>(launched_store(rank, size));
         weft::Group g = weft::Group::join(store, rank, size, o, weft::Deadline::after(300s));
