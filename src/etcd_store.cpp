@@ -68,6 +68,7 @@ EtcdStore::EtcdStore(std::string_view endpoint, Deadline deadline, std::string p
 
 EtcdStore::~EtcdStore()
 {
+    mirror_.reset(); // its watch first: it reads from etcd on a thread
     {
         const std::lock_guard lock(stop_m_);
         stopping_ = true;
@@ -134,6 +135,86 @@ void EtcdStore::set_while_alive(std::string_view key, std::span<const std::byte>
     put(key, value, true);
 }
 
+struct EtcdStore::Mirror {
+    std::mutex m;
+    std::condition_variable changed;
+    std::map<std::string, std::vector<std::byte>, std::less<>> kv; // without the store's prefix
+    std::string ended; // why the watch broke
+    bool stopping = false;
+    EtcdWatch watch;
+    std::thread applier; // the watch's events into `kv`
+
+    explicit Mirror(EtcdWatch w) : watch(std::move(w))
+    {
+        applier = std::thread([this] { apply(); });
+    }
+    ~Mirror()
+    {
+        {
+            const std::lock_guard lock(m);
+            stopping = true;
+        }
+        applier.join(); // within one slice of next()
+    }
+    Mirror(const Mirror&) = delete;
+    Mirror& operator=(const Mirror&) = delete;
+
+    void apply()
+    {
+        for (;;) {
+            std::optional<EtcdEvent> e;
+            try {
+                e = watch.next(Deadline::after(std::chrono::milliseconds(50)));
+            } catch (const Error& err) {
+                const std::lock_guard lock(m);
+                ended = err.what();
+                changed.notify_all();
+                return;
+            }
+            const std::lock_guard lock(m);
+            if (stopping)
+                return;
+            if (!e)
+                continue;
+            if (e->kind == EtcdEvent::Kind::put)
+                kv.insert_or_assign(std::move(e->key), std::move(e->value));
+            else
+                kv.erase(e->key);
+            changed.notify_all();
+        }
+    }
+
+    /// Waits until `ready(kv)` holds (true) or `deadline` passes (false);
+    /// Error once the watch has broken.
+    template <class Ready>
+    bool wait(Deadline deadline, Ready&& ready)
+    {
+        std::unique_lock lock(m);
+        changed.wait_until(lock, std::min(deadline.when(), Clock::now() + std::chrono::hours(24)),
+                           [&] { return ready(kv) || !ended.empty(); });
+        if (ready(kv))
+            return true;
+        if (!ended.empty())
+            throw Error("EtcdStore", -FI_ECONNRESET, "", ended);
+        return false;
+    }
+};
+
+std::shared_ptr<EtcdStore::Mirror> EtcdStore::mirror(Deadline deadline)
+{
+    if (prefix_.empty())
+        return nullptr;
+    const std::lock_guard lock(mirror_m_);
+    if (mirror_) {
+        const std::lock_guard state(mirror_->m);
+        if (!mirror_->ended.empty())
+            mirror_.reset(); // broken (etcd restarted?): a new one
+    }
+    if (!mirror_)
+        mirror_ = std::make_shared<Mirror>(watch("", deadline));
+    return mirror_;
+}
+
 std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
 {
     check_key("Store::get", key);
@@ -151,18 +232,32 @@ std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
     if (deadline.expired())
         timeout(key);
     // Absent: a watch says when it is put (polling added up to its interval
-    // to every wait: measured, a fifth of an 8-rank wire-up).
-    std::optional<EtcdWatch> w;
+    // to every wait: measured, a fifth of an 8-rank wire-up); the store's
+    // mirror where it has one.
     try {
-        w.emplace(watch(key, deadline));
+        if (const auto mine = mirror(deadline)) {
+            std::vector<std::byte> got;
+            if (!mine->wait(deadline, [&](const auto& kv) {
+                    const auto it = kv.find(key);
+                    if (it == kv.end())
+                        return false;
+                    got = it->second;
+                    return true;
+                }))
+                timeout(key);
+            return got;
+        }
+        EtcdWatch w = watch(key, deadline);
+        while (const auto e = w.next(deadline))
+            if (e->kind == EtcdEvent::Kind::put && e->key == key) // a prefix: exactly this key
+                return e->value;
+    } catch (const TimeoutError&) {
+        throw;
     } catch (const Error& e) {
         if (deadline.expired())
             timeout(key);
         throw;
     }
-    while (const auto e = w->next(deadline))
-        if (e->kind == EtcdEvent::Kind::put && e->key == key) // a prefix: exactly this key
-            return e->value;
     timeout(key);
 }
 
@@ -253,20 +348,39 @@ void EtcdStore::barrier(std::string_view key, std::size_t size, Deadline deadlin
     // a third of the store's share of an 8-rank wire-up).
     check_key("Store::barrier", key);
     const std::string dir = std::string(key) + "/arrived/";
-    EtcdWatch arrivals = watch(dir, deadline);
+    const auto mine = mirror(deadline);
+    std::optional<EtcdWatch> arrivals;
+    if (!mine)
+        arrivals.emplace(watch(dir, deadline));
     put(fmt::format("{}{:016x}", dir, detail::random_u64("a barrier member's key")), {}, false);
     std::set<std::string> seen;
-    while (seen.size() < size) {
+    const auto count = [&](const auto& kv) {
+        std::size_t n = 0;
+        for (auto it = kv.lower_bound(dir); it != kv.end() && it->first.starts_with(dir); ++it)
+            ++n;
+        return n;
+    };
+    std::size_t arrived = 0;
+    for (;;) {
         const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
-        if (const auto e = arrivals.next(slice)) {
-            if (e->kind == EtcdEvent::Kind::put)
-                seen.insert(e->key);
-            continue;
+        if (mine) {
+            if (mine->wait(slice, [&](const auto& kv) { return (arrived = count(kv)) >= size; }))
+                return;
+        } else {
+            while (seen.size() < size) {
+                const auto e = arrivals->next(slice);
+                if (!e)
+                    break;
+                if (e->kind == EtcdEvent::Kind::put)
+                    seen.insert(e->key);
+            }
+            if ((arrived = seen.size()) >= size)
+                return;
         }
         if (deadline.expired())
             throw TimeoutError("Store::barrier", -FI_ETIMEDOUT, "",
                                fmt::format("barrier '{}': {} of {} members arrived in time in the {}",
-                                           key, seen.size(), size, describe()));
+                                           key, arrived, size, describe()));
         if (check)
             check();
     }

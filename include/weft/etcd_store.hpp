@@ -7,9 +7,10 @@
 /// keys put with set_while_alive() live under it, so a member that crashes
 /// loses them within `ttl` (its entry does not stay behind to mislead new
 /// members, as NIXL's do), and one that closes revokes the lease at once.
-/// get() of a key not there yet waits on a watch of it; add() is a
-/// compare-and-swap transaction; barrier() a key per member and a watch;
-/// watch() streams a prefix's changes.
+/// get() of a key not there yet and barrier() wait on one watch of the
+/// store's prefix, kept for all its waits; add() is a compare-and-swap
+/// transaction; barrier() is a key per member; watch() streams a prefix's
+/// changes.
 /// Keys go under `prefix`.
 #pragma once
 
@@ -105,6 +106,15 @@ public:
     struct Http;
 
 private:
+    struct Mirror;
+    /// The keys under this store's prefix as one watch of it sees them,
+    /// started at the first wait and kept: every later wait (a get of a key
+    /// not there yet, a barrier) waits on it instead of a watch of its own
+    /// (a watch is a connection and a stream through the gateway: measured,
+    /// most of an 8-rank barrier). Null for a store without a prefix (it
+    /// would mirror all of etcd): its waits watch their keys one by one.
+    std::shared_ptr<Mirror> mirror(Deadline deadline);
+
     std::string full(std::string_view key) const { return prefix_ + std::string(key); }
     void put(std::string_view key, std::span<const std::byte> value, bool leased);
     void keep_alive();
@@ -127,6 +137,8 @@ private:
     std::atomic<bool> lease_lost_{false};
     std::string lease_error_;
     std::thread keeper_;
+    std::mutex mirror_m_;
+    std::shared_ptr<Mirror> mirror_;
 };
 
 } // namespace weft
