@@ -229,11 +229,23 @@ std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
     };
     if (a.contains("kvs") && !a["kvs"].empty())
         return value(a["kvs"][0]);
+    return wait_absent(key, deadline);
+}
+
+std::vector<std::byte> EtcdStore::wait_for(std::string_view key, Deadline deadline)
+{
+    check_key("Store::get", key);
+    return wait_absent(key, deadline);
+}
+
+std::vector<std::byte> EtcdStore::wait_absent(std::string_view key, Deadline deadline)
+{
     if (deadline.expired())
         timeout(key);
     // Absent: a watch says when it is put (polling added up to its interval
     // to every wait: measured, a fifth of an 8-rank wire-up); the store's
-    // mirror where it has one.
+    // mirror where it has one (it has every key put since it began, and
+    // every one there then).
     try {
         if (const auto mine = mirror(deadline)) {
             std::vector<std::byte> got;

@@ -85,15 +85,19 @@ Group Group::join(std::shared_ptr<Store> store, std::uint32_t rank, std::uint32_
         s.set(g.key("choice"), g.choice_);
         s.set(g.key("token"), token);
     } else {
-        const auto t = s.get(g.key("token"), deadline);
+        // Rank 0's three keys in one multi-get (one request on the TCP store
+        // and etcd, where three gets in a row were three).
+        const std::string first_keys[] = {g.key("token"), g.key("choice"), g.key("node", 0)};
+        const auto got = s.get(first_keys, deadline);
+        const auto& t = got[0];
         if (t.size() != token.size())
             throw Error("Group::join", -EPROTO, "",
                         fmt::format("the group token in the {} has {} B, not {}: another program "
                                     "uses the key '{}'",
                                     s.describe(), t.size(), token.size(), g.key("token")));
         std::copy(t.begin(), t.end(), token.begin());
-        g.choice_ = s.get_text(g.key("choice"), deadline);
-        const NodeAddress first = NodeAddress::decode(s.get(g.key("node", 0), deadline));
+        g.choice_.assign(reinterpret_cast<const char*>(got[1].data()), got[1].size());
+        const NodeAddress first = NodeAddress::decode(got[2]);
         try {
             g.node_ = Node::open_like(options, first);
         } catch (const Error& e) {

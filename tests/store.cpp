@@ -205,6 +205,19 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
     const auto took = Clock::now() - start;
     CHECK(took >= 100ms);
     CHECK(took < 5s);
+
+    // An erased key is waited for again, and its next value is the one read
+    // (etcd's waits read a mirror of the store's keys: an erase must leave it).
+    CHECK(s->erase("late"));
+    CHECK_THROWS_AS(s->get("late", Deadline::after(200ms)), TimeoutError);
+    std::thread again([&] {
+        std::this_thread::sleep_for(50ms);
+        s->set("late", std::string_view("again"));
+    });
+    CHECK(s->get_text("late", Deadline::after(10s)) == "again");
+    again.join();
+    s->set("late", std::string_view("third"));
+    CHECK(s->get_text("late", Deadline::after(1s)) == "third"); // a set is read at once
 }
 
 TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
