@@ -66,11 +66,6 @@ public:
         calls_.push_back({'m', {keys.begin(), keys.end()}, {}, 0});
         return inner_->get(keys, deadline);
     }
-    std::vector<std::byte> wait_for(std::string_view key, weft::Deadline deadline) override
-    {
-        calls_.push_back({'W', {std::string(key)}, {}, 0});
-        return inner_->wait_for(key, deadline);
-    }
     std::vector<std::optional<std::vector<std::byte>>>
     get_now(std::span<const std::string> keys) override
     {
@@ -141,7 +136,6 @@ public:
             case 'g': (void)inner_->get(c.keys[0], deadline); break;
             case 'm': (void)inner_->get(c.keys, deadline); break;
             case 'n': (void)inner_->get_now(c.keys); break;
-            case 'W': (void)inner_->wait_for(c.keys[0], deadline); break;
             case 'l': (void)inner_->live(c.keys[0]); break;
             case 'L': (void)inner_->live_each(c.keys); break;
             case 'C': (void)inner_->contains_each(c.keys); break;

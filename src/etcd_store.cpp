@@ -138,7 +138,11 @@ void EtcdStore::set_while_alive(std::string_view key, std::span<const std::byte>
 struct EtcdStore::Mirror {
     std::mutex m;
     std::condition_variable changed;
-    std::map<std::string, std::vector<std::byte>, std::less<>> kv; // without the store's prefix
+    struct Entry {
+        std::vector<std::byte> value;
+        std::int64_t revision = 0; // of its last put
+    };
+    std::map<std::string, Entry, std::less<>> kv; // without the store's prefix
     std::string ended; // why the watch broke
     bool stopping = false;
     EtcdWatch watch;
@@ -177,7 +181,7 @@ struct EtcdStore::Mirror {
             if (!e)
                 continue;
             if (e->kind == EtcdEvent::Kind::put)
-                kv.insert_or_assign(std::move(e->key), std::move(e->value));
+                kv.insert_or_assign(std::move(e->key), Entry{std::move(e->value), e->revision});
             else
                 kv.erase(e->key);
             changed.notify_all();
@@ -229,31 +233,27 @@ std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
     };
     if (a.contains("kvs") && !a["kvs"].empty())
         return value(a["kvs"][0]);
-    return wait_absent(key, deadline);
+    return wait_absent(key, a.contains("header") ? number(a["header"], "revision") : 0, deadline);
 }
 
-std::vector<std::byte> EtcdStore::wait_for(std::string_view key, Deadline deadline)
-{
-    check_key("Store::get", key);
-    return wait_absent(key, deadline);
-}
-
-std::vector<std::byte> EtcdStore::wait_absent(std::string_view key, Deadline deadline)
+std::vector<std::byte> EtcdStore::wait_absent(std::string_view key, std::int64_t absent_at,
+                                              Deadline deadline)
 {
     if (deadline.expired())
         timeout(key);
     // Absent: a watch says when it is put (polling added up to its interval
     // to every wait: measured, a fifth of an 8-rank wire-up); the store's
     // mirror where it has one (it has every key put since it began, and
-    // every one there then).
+    // every one there then). The mirror may be behind etcd: an entry from a
+    // put at or before `absent_at` is one erased since (the read saw none).
     try {
         if (const auto mine = mirror(deadline)) {
             std::vector<std::byte> got;
             if (!mine->wait(deadline, [&](const auto& kv) {
                     const auto it = kv.find(key);
-                    if (it == kv.end())
+                    if (it == kv.end() || it->second.revision <= absent_at)
                         return false;
-                    got = it->second;
+                    got = it->second.value;
                     return true;
                 }))
                 timeout(key);

@@ -89,6 +89,8 @@ struct EtcdWatch::State {
                 ev.key.erase(0, strip);
                 if (ev.kind == EtcdEvent::Kind::put && kv.contains("value"))
                     ev.value = unb64(kv["value"].get<std::string>());
+                if (kv.contains("mod_revision"))
+                    ev.revision = number(kv, "mod_revision");
                 events.push_back(std::move(ev));
             }
         changed.notify_all();

@@ -92,12 +92,12 @@ std::vector<std::vector<std::byte>> Store::gather(std::span<const std::string> k
         const auto first = static_cast<std::size_t>(
             std::ranges::find_if(got, [](const auto& v) { return !v; }) - got.begin());
         if (!watch) {
-            got[first] = wait_for(keys[first], deadline);
+            got[first] = get(keys[first], deadline);
             continue;
         }
         const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
         try {
-            got[first] = wait_for(keys[first], slice);
+            got[first] = get(keys[first], slice);
             continue;
         } catch (const TimeoutError&) {
             if (deadline.expired())

@@ -37,6 +37,7 @@ struct EtcdEvent {
     Kind kind = Kind::put;
     std::string key;              ///< without the store's prefix
     std::vector<std::byte> value; ///< put only
+    std::int64_t revision = 0;    ///< etcd's revision of the change (0: not known)
 };
 
 /// A watch on a prefix (etcd's /v3/watch stream, read by a thread on a
@@ -80,8 +81,6 @@ public:
     /// Under this store's lease: gone within `ttl` of this process's end.
     void set_while_alive(std::string_view key, std::span<const std::byte> value) override;
     std::vector<std::byte> get(std::string_view key, Deadline deadline) override;
-    /// Waits on the mirror of the store's keys, without a read first.
-    std::vector<std::byte> wait_for(std::string_view key, Deadline deadline) override;
     /// One range read of the keys' common prefix.
     std::vector<std::optional<std::vector<std::byte>>>
     get_now(std::span<const std::string> keys) override;
@@ -116,8 +115,10 @@ private:
     /// most of an 8-rank barrier). Null for a store without a prefix (it
     /// would mirror all of etcd): its waits watch their keys one by one.
     std::shared_ptr<Mirror> mirror(Deadline deadline);
-    /// get() of a key found absent: waits on the mirror (or a watch of the key).
-    std::vector<std::byte> wait_absent(std::string_view key, Deadline deadline);
+    /// get() of a key found absent at etcd's revision `absent_at`: waits on
+    /// the mirror for a put after it (or on a watch of the key).
+    std::vector<std::byte> wait_absent(std::string_view key, std::int64_t absent_at,
+                                       Deadline deadline);
 
     std::string full(std::string_view key) const { return prefix_ + std::string(key); }
     void put(std::string_view key, std::span<const std::byte> value, bool leased);

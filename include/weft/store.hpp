@@ -54,13 +54,6 @@ public:
     /// frame, etcd's range); a get() with a deadline of now of each here.
     virtual std::vector<std::optional<std::vector<std::byte>>>
     get_now(std::span<const std::string> keys);
-    /// get() of a key the caller has just found absent (a multi-get's wait
-    /// for its first missing key): a store that can wait without reading the
-    /// key again first (etcd, on the mirror of its keys) does; get() here.
-    virtual std::vector<std::byte> wait_for(std::string_view key, Deadline deadline)
-    {
-        return get(key, deadline);
-    }
     /// get() in slices of a second, calling `watch` between them; when
     /// `watch` throws, the key is looked up once more (a member may have set
     /// it and ended since), and the error stands only if it is still absent.
