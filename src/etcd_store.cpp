@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "etcd_http.hpp"
+#include "etcd_mirror.hpp"
 #include "random.hpp"
 #include "store_count.hpp"
 #include "weft/error.hpp"
@@ -134,75 +135,6 @@ void EtcdStore::set_while_alive(std::string_view key, std::span<const std::byte>
     check_key("Store::set_while_alive", key);
     put(key, value, true);
 }
-
-struct EtcdStore::Mirror {
-    std::mutex m;
-    std::condition_variable changed;
-    struct Entry {
-        std::vector<std::byte> value;
-        std::int64_t revision = 0; // of its last put
-    };
-    std::map<std::string, Entry, std::less<>> kv; // without the store's prefix
-    std::string ended; // why the watch broke
-    bool stopping = false;
-    EtcdWatch watch;
-    std::thread applier; // the watch's events into `kv`
-
-    explicit Mirror(EtcdWatch w) : watch(std::move(w))
-    {
-        applier = std::thread([this] { apply(); });
-    }
-    ~Mirror()
-    {
-        {
-            const std::lock_guard lock(m);
-            stopping = true;
-        }
-        applier.join(); // within one slice of next()
-    }
-    Mirror(const Mirror&) = delete;
-    Mirror& operator=(const Mirror&) = delete;
-
-    void apply()
-    {
-        for (;;) {
-            std::optional<EtcdEvent> e;
-            try {
-                e = watch.next(Deadline::after(std::chrono::milliseconds(50)));
-            } catch (const Error& err) {
-                const std::lock_guard lock(m);
-                ended = err.what();
-                changed.notify_all();
-                return;
-            }
-            const std::lock_guard lock(m);
-            if (stopping)
-                return;
-            if (!e)
-                continue;
-            if (e->kind == EtcdEvent::Kind::put)
-                kv.insert_or_assign(std::move(e->key), Entry{std::move(e->value), e->revision});
-            else
-                kv.erase(e->key);
-            changed.notify_all();
-        }
-    }
-
-    /// Waits until `ready(kv)` holds (true) or `deadline` passes (false);
-    /// Error once the watch has broken.
-    template <class Ready>
-    bool wait(Deadline deadline, Ready&& ready)
-    {
-        std::unique_lock lock(m);
-        changed.wait_until(lock, std::min(deadline.when(), Clock::now() + std::chrono::hours(24)),
-                           [&] { return ready(kv) || !ended.empty(); });
-        if (ready(kv))
-            return true;
-        if (!ended.empty())
-            throw Error("EtcdStore", -FI_ECONNRESET, "", ended);
-        return false;
-    }
-};
 
 std::shared_ptr<EtcdStore::Mirror> EtcdStore::mirror(Deadline deadline)
 {

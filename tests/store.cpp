@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "support/etcd.hpp"
+#include "support/every_store.hpp"
 #include "support/sockets.hpp"
 #include "support/temp_dir.hpp"
 #include "support/threads.hpp"
@@ -31,63 +32,14 @@
 
 using namespace weft;
 using namespace std::chrono_literals;
+using weft::test::Opened;
 using weft::test::TempDir;
+using weft::test::store_kinds;
 
-namespace {
-
-struct Kind {
-    std::string name;
-    std::function<std::shared_ptr<Store>(const std::string& dir)> open;
-};
-
-/// A TCP store's server and one member's connection to it, kept together.
-struct Served {
-    StoreServer server{"127.0.0.1", 0};
-    TcpStore store{server.address(), Deadline::after(10s)};
-};
-
-std::shared_ptr<Store> served()
-{
-    auto both = std::make_shared<Served>();
-    return {both, &both->store};
-}
-
-/// Every store; etcd where an etcd can start here (tests/etcd_store.cpp says
-/// when it cannot), each store under a fresh prefix of one shared etcd.
-const std::vector<Kind>& kinds()
-{
-    static const std::vector<Kind> all = [] {
-        std::vector<Kind> k{
-            {"memory", [](const std::string&) { return std::make_shared<MemoryStore>(); }},
-            {"file", [](const std::string& dir) { return std::make_shared<FileStore>(dir); }},
-            {"tcp", [](const std::string&) { return served(); }},
-        };
-        if (!test::Etcd::unavailable())
-            k.push_back({"etcd", [](const std::string& dir) -> std::shared_ptr<Store> {
-                             return std::make_shared<EtcdStore>(test::Etcd::shared().endpoint(),
-                                                                Deadline::after(30s), dir + "/");
-                         }});
-        return k;
-    }();
-    return all;
-}
-
-/// A store of each kind (GENERATE's index into kinds()) in a fresh directory.
-struct Opened {
-    explicit Opened(int index)
-        : kind(kinds()[static_cast<std::size_t>(index)]), store(kind.open(dir.path))
-    {
-    }
-    const Kind& kind;
-    TempDir dir;
-    std::shared_ptr<Store> store;
-};
-
-} // namespace
 
 TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[store]")
 {
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    const Opened opened(GENERATE(range(0, static_cast<int>(store_kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     CHECK_FALSE(s->contains("a"));
@@ -111,81 +63,9 @@ TEST_CASE("store: set, get, contains, erase, binary values, keys checked", "[sto
     CHECK_THROWS_AS(s->add("rank/3/addr", 1), UsageError); // not a number
 }
 
-TEST_CASE("store: contains_each and live_each answer for every key, in order, across slices",
-          "[store]")
-{
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
-    INFO(opened.kind.name);
-    const auto& s = opened.store;
-    // 1500 keys: more than the TCP store asks in one request (1024).
-    std::vector<std::string> keys;
-    std::vector<bool> want;
-    for (int i = 0; i < 1500; ++i) {
-        keys.push_back(fmt::format("each/{}", i));
-        want.push_back(i % 3 == 1 || i == 1499);
-    }
-    // Only a few are set on the slow stores (files, etcd): one in a hundred.
-    if (opened.kind.name != "memory" && opened.kind.name != "tcp")
-        for (std::size_t i = 0; i < want.size(); ++i)
-            want[i] = i % 100 == 7 || i == 1499;
-    for (std::size_t i = 0; i < keys.size(); ++i)
-        if (want[i])
-            s->set_while_alive(keys[i], std::string_view("1"));
-    CHECK(s->contains_each(keys) == want);
-    CHECK(s->live_each(keys) == want);
-    CHECK(s->contains_each(std::span<const std::string>{}).empty());
-    CHECK(s->erase("each/1499"));
-    want.back() = false;
-    CHECK(s->contains_each(keys) == want);
-    const std::string bad[] = {"each/1", ""};
-    CHECK_THROWS_AS(s->contains_each(bad), UsageError);
-}
-
-TEST_CASE("store: get_now reads what is there without waiting, values of any size, and a "
-          "multi-get waits only for what is missing",
-          "[store]")
-{
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
-    INFO(opened.kind.name);
-    const auto& s = opened.store;
-    // Values that together pass what one TCP store answer carries (512 KiB),
-    // and one larger than that alone.
-    const std::vector<std::string> keys{"now/a", "now/b", "now/c", "now/d", "now/e"};
-    std::vector<std::vector<std::byte>> values;
-    for (const std::size_t size : {300'000u, 10u, 300'000u, 700'000u, 0u}) {
-        std::vector<std::byte> v(size);
-        for (std::size_t i = 0; i < size; ++i)
-            v[i] = static_cast<std::byte>(i * 13 + size);
-        values.push_back(std::move(v));
-    }
-    for (std::size_t i = 0; i < keys.size(); ++i)
-        if (i != 1)
-            s->set(keys[i], values[i]);
-    const auto t = Clock::now();
-    auto now = s->get_now(keys);
-    CHECK(Clock::now() - t < 5s); // never waits for now/b
-    REQUIRE(now.size() == keys.size());
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        INFO(keys[i]);
-        CHECK(now[i].has_value() == (i != 1));
-        if (i != 1 && now[i])
-            CHECK(*now[i] == values[i]);
-    }
-    // The multi-get: now/b comes later, from another member.
-    std::thread later([&] {
-        std::this_thread::sleep_for(200ms);
-        s->set(keys[1], values[1]);
-    });
-    const auto all = s->get(keys, Deadline::after(10s));
-    later.join();
-    CHECK(all == values);
-    const std::string bad[] = {"now/a", std::string(201, 'k')};
-    CHECK_THROWS_AS(s->get_now(bad), UsageError);
-}
-
 TEST_CASE("store: get waits for a later set, and times out naming the key", "[store]")
 {
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    const Opened opened(GENERATE(range(0, static_cast<int>(store_kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     std::thread late([&] {
@@ -222,7 +102,7 @@ TEST_CASE("store: get waits for a later set, and times out naming the key", "[st
 
 TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]")
 {
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    const Opened opened(GENERATE(range(0, static_cast<int>(store_kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     constexpr int n = 8;
@@ -258,7 +138,7 @@ TEST_CASE("store: add is atomic across 8 members, multi-get, barrier", "[store]"
 
 TEST_CASE("store: a barrier short of members times out saying how many arrived", "[store]")
 {
-    const Opened opened(GENERATE(range(0, static_cast<int>(kinds().size()))));
+    const Opened opened(GENERATE(range(0, static_cast<int>(store_kinds().size()))));
     INFO(opened.kind.name);
     const auto& s = opened.store;
     try {
