@@ -9,7 +9,9 @@ namespace weft::providers {
 
 std::string tcp_family_hint(int code)
 {
-    if (code == -FI_ECANCELED)
+    // An operation pending when the peer dropped the connection is cancelled;
+    // one posted after it finds the socket closed (ENOTCONN, "Broken pipe").
+    if (code == -FI_ECANCELED || code == -FI_ENOTCONN)
         return "the connection is gone: tcp cancels every pending operation when the peer drops "
                "the connection, and a target drops it when it refuses an RMA (wrong key, out of "
                "bounds, or no remote access), so check the operation posted before this one";

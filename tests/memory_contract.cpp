@@ -137,8 +137,10 @@ TEST_CASE("memory contract: access follows intent", "[memory][bad-input]")
     } catch (const TimeoutError& e) {
         FAIL("hung instead of reporting: " << e.what());
     } catch (const Error& e) {
+        // Cancelled while pending, or posted after the drop (ENOTCONN, as
+        // under AddressSanitizer's timing): either way the error says why.
         reported = true;
-        CHECK(e.code() == -FI_ECANCELED);
+        CHECK((e.code() == -FI_ECANCELED || e.code() == -FI_ENOTCONN));
         CHECK_THAT(e.what(), Catch::Contains("refuses an RMA"));
     }
     CHECK(reported);
