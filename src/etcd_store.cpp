@@ -283,44 +283,66 @@ EtcdStore::get_now(std::span<const std::string> keys)
     return out;
 }
 
+void EtcdStore::check_key(std::string_view call, std::string_view key)
+{
+    Store::check_key(call, key);
+    if (key.front() == '\0')
+        throw UsageError(std::string(call), -FI_EINVAL, "",
+                         "an etcd store key may not begin with a NUL byte: the store keeps its "
+                         "barriers there");
+}
+
+std::string EtcdStore::arrivals(std::string_view key) const
+{
+    return prefix_ + '\0' + std::string(key) + "/arrived/";
+}
+
 void EtcdStore::barrier(std::string_view key, std::size_t size, Deadline deadline,
                         const Watch& check)
 {
-    // Each member puts a key of its own under <key>/arrived/ and watches that
-    // prefix until `size` are there: one write each, none contended (the
-    // counting barrier's compare-and-swap retried under contention: measured,
-    // a third of the store's share of an 8-rank wire-up).
+    // Each member puts a key of its own and counts the arrivals in one
+    // transaction: one write each, none contended (a counting barrier's
+    // compare-and-swap retried under contention: measured, a third of the
+    // store's share of an 8-rank wire-up). The member whose transaction
+    // counts `size` sets `key`; the rest wait for it on the mirror (one
+    // event each, where the arrivals themselves were `size` each).
     check_key("Store::barrier", key);
-    const std::string dir = std::string(key) + "/arrived/";
-    const auto mine = mirror(deadline);
-    std::optional<EtcdWatch> arrivals;
-    if (!mine)
-        arrivals.emplace(watch(dir, deadline));
-    put(fmt::format("{}{:016x}", dir, detail::random_u64("a barrier member's key")), {}, false);
-    std::set<std::string> seen;
-    const auto count = [&](const auto& kv) {
-        std::size_t n = 0;
-        for (auto it = kv.lower_bound(dir); it != kv.end() && it->first.starts_with(dir); ++it)
-            ++n;
-        return n;
-    };
-    std::size_t arrived = 0;
+    const std::string dir = arrivals(key);
+    const std::string mine = dir + fmt::format("{:016x}", detail::random_u64("a barrier member's key"));
+    const json count = {{"request_range",
+                         {{"key", b64(dir)}, {"range_end", b64(prefix_end(dir))}, {"count_only", true}}}};
+    const json txn = {{"success", json::array({{{"request_put", {{"key", b64(mine)}, {"value", ""}}}},
+                                               count})}};
+    json a;
+    {
+        const std::lock_guard lock(m_);
+        a = http_->post("/v3/kv/txn", txn, call_timeout);
+    }
+    const auto& answers = a.value("responses", json::array());
+    std::size_t arrived = answers.size() == 2
+                              ? static_cast<std::size_t>(number(answers[1]["response_range"], "count"))
+                              : 0;
+    const std::int64_t at = a.contains("header") ? number(a["header"], "revision") : 0;
+    if (arrived >= size)
+        return set(key, std::string_view("arrived"));
     for (;;) {
+        // `key` is put after every arrival, this one's included: a put of it
+        // after this transaction's revision is the one.
         const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
-        if (mine) {
-            if (mine->wait(slice, [&](const auto& kv) { return (arrived = count(kv)) >= size; }))
-                return;
-        } else {
-            while (seen.size() < size) {
-                const auto e = arrivals->next(slice);
-                if (!e)
-                    break;
-                if (e->kind == EtcdEvent::Kind::put)
-                    seen.insert(e->key);
-            }
-            if ((arrived = seen.size()) >= size)
-                return;
+        try {
+            (void)wait_absent(key, at, slice);
+            return;
+        } catch (const TimeoutError&) {
         }
+        // A slow barrier counts again (the last member may have ended between
+        // its transaction and its put of `key`: each waiter sees it this way).
+        json c;
+        {
+            const std::lock_guard lock(m_);
+            c = http_->post("/v3/kv/range", count["request_range"], call_timeout);
+        }
+        if ((arrived = static_cast<std::size_t>(number(c, "count"))) >= size)
+            return;
         if (deadline.expired())
             throw TimeoutError("Store::barrier", -FI_ETIMEDOUT, "",
                                fmt::format("barrier '{}': {} of {} members arrived in time in the {}",
@@ -391,7 +413,9 @@ std::vector<std::string> EtcdStore::keys(std::string_view prefix)
         for (const auto& kv : a["kvs"]) {
             const auto raw = unb64(kv["key"].get<std::string>());
             std::string key(reinterpret_cast<const char*>(raw.data()), raw.size());
-            out.push_back(key.substr(prefix_.size()));
+            key.erase(0, prefix_.size());
+            if (!key.empty() && key.front() != '\0') // not a barrier's arrival
+                out.push_back(std::move(key));
         }
     std::ranges::sort(out);
     return out;

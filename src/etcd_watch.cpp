@@ -160,7 +160,15 @@ std::optional<EtcdEvent> EtcdWatch::next(Deadline deadline)
 
 EtcdWatch EtcdStore::watch(std::string_view prefix, Deadline deadline)
 {
-    const std::string from = full(prefix);
+    // The whole store: from its first key a member may use (past the
+    // barriers' arrivals, which begin with a NUL byte).
+    const std::string from = prefix.empty() ? full(std::string_view("\x01", 1)) : full(prefix);
+    return watch_range(from, prefix_end(full(prefix)), deadline);
+}
+
+EtcdWatch EtcdStore::watch_range(const std::string& from, const std::string& end,
+                                 Deadline deadline)
+{
     auto s = std::make_unique<EtcdWatch::State>();
     s->endpoint = endpoint_;
     s->strip = prefix_.size();
@@ -168,7 +176,7 @@ EtcdWatch EtcdStore::watch(std::string_view prefix, Deadline deadline)
     json now;
     {
         const std::lock_guard lock(m_);
-        now = http_->post("/v3/kv/range", {{"key", b64(from)}, {"range_end", b64(prefix_end(from))}},
+        now = http_->post("/v3/kv/range", {{"key", b64(from)}, {"range_end", b64(end)}},
                           std::chrono::milliseconds(10000));
     }
     const std::int64_t revision = now.contains("header") ? number(now["header"], "revision") : 0;
@@ -179,7 +187,7 @@ EtcdWatch EtcdStore::watch(std::string_view prefix, Deadline deadline)
 
     s->request = json{{"create_request",
                        {{"key", b64(from)},
-                        {"range_end", b64(prefix_end(from))},
+                        {"range_end", b64(end)},
                         {"start_revision", std::to_string(revision + 1)}}}}
                      .dump();
     s->multi = curl_multi_init();

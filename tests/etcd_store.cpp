@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -155,4 +158,53 @@ TEST_CASE("etcd store: no etcd at the address is an error naming it, after the d
         CHECK_THAT(e.what(), Catch::Contains("is etcd running there"));
     }
     CHECK(Clock::now() - start < 5s);
+}
+
+TEST_CASE("etcd store: a barrier's arrivals stay out of the store's keys and watch: 6 members "
+          "see one change, the barrier's key; a key beginning with NUL is refused",
+          "[store][etcd]")
+{
+    if (const auto why = test::Etcd::unavailable()) {
+        WARN("SKIPPED: " << *why);
+        return;
+    }
+    const std::string at = test::Etcd::shared().endpoint();
+    const std::string prefix = fmt::format("bar-{}/", ::getpid());
+    constexpr std::size_t n = 6;
+    std::vector<std::unique_ptr<EtcdStore>> members;
+    for (std::size_t i = 0; i < n; ++i)
+        members.push_back(std::make_unique<EtcdStore>(at, Deadline::after(30s), prefix, 5s));
+    EtcdWatch all = members[0]->watch("", Deadline::after(10s));
+    for (int round = 0; round < 2; ++round) {
+        const std::string key = fmt::format("b{}", round);
+        std::vector<std::thread> ts;
+        std::atomic<int> through{0};
+        for (auto& m : members)
+            ts.emplace_back([&] {
+                m->barrier(key, n, Deadline::after(20s));
+                ++through;
+            });
+        for (auto& t : ts)
+            t.join();
+        CHECK(through == static_cast<int>(n));
+        // The whole store watched: the barrier's key, once, and nothing else.
+        const auto change = all.next(Deadline::after(5s));
+        REQUIRE(change);
+        CHECK(change->key == key);
+        CHECK_FALSE(all.next(Deadline::after(300ms)));
+    }
+    CHECK(members[0]->keys("") == std::vector<std::string>{"b0", "b1"});
+    // A barrier short of a member says how many came, the arrivals counted.
+    try {
+        members[0]->barrier("short", 2, Deadline::after(1500ms));
+        FAIL("a barrier of 2 with one member returned");
+    } catch (const TimeoutError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("1 of 2"));
+    }
+    try {
+        members[0]->set(std::string_view("\0x", 2), std::string_view("1"));
+        FAIL("a key beginning with NUL was taken");
+    } catch (const UsageError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("NUL"));
+    }
 }
