@@ -28,6 +28,9 @@ namespace weft::detail::etcd {
 
 using json = nlohmann::json;
 
+/// Every call's own limit (a wait's deadline is its caller's).
+inline constexpr std::chrono::milliseconds call_timeout{10000};
+
 inline std::string b64(std::span<const std::byte> in)
 {
     std::string out(4 * ((in.size() + 2) / 3), '\0');
