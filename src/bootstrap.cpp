@@ -174,8 +174,8 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
         if (deadline.remaining() <= backoff)
             side_fail(-FI_ETIMEDOUT,
                       fmt::format("could not reach the weft server at {} before the deadline ({} "
-                                  "attempts over {} ms; last error: {}): is `weft pingpong --server` "
-                                  "(or your server) running there, and is the port open?",
+                                  "attempts over {} ms; last error: {}): is a weft Server listening "
+                                  "there, and is the port open?",
                                   peer, attempt, spent, last_error));
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::max(retry.max, retry.initial));

@@ -146,8 +146,8 @@ void note_server_choice(const Options& options, std::string_view chosen, Endpoin
                                         "chose {} (the server decides; set WEFT_PROVIDER there)",
                                         env, chosen));
     if (options.allow_shm && !providers::traits_for(chosen).same_host_only)
-        detail::log_warning(fmt::format("this side allows shared memory (Options::allow_shm, "
-                                        "--shm), but the server chose {}: the server decides; "
+        detail::log_warning(fmt::format("this side allows shared memory (Options::allow_shm), "
+                                        "but the server chose {}: the server decides; "
                                         "allow shm there when both run on one host",
                                         chosen));
     if (options.kind && *options.kind != kind)

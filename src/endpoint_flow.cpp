@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "frame.hpp"
+#include "weft/endpoint.hpp"
 #include "weft/error.hpp"
 
 namespace weft {

@@ -10,7 +10,6 @@
 
 #include <rdma/fabric.h>
 
-#include "weft/endpoint.hpp"
 #include "wire.hpp"
 
 namespace weft::frame {

@@ -223,7 +223,7 @@ Evaluation evaluate(const Options& o, const providers::Traits& t, EndpointKind k
     const auto path = providers::path_for(t, kind);
     e.path = std::string(path.empty() ? t.name : path);
     if (t.same_host_only && !o.allow_shm) {
-        e.why = "peers not known to share this host (Options::allow_shm / --shm)";
+        e.why = "peers not known to share this host (Options::allow_shm)";
         return e;
     }
     if (o.fallback == Fallback::require_rdma && !t.rdma) {

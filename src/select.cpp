@@ -85,7 +85,7 @@ std::string Selection::report() const
         out += fmt::format("weft:   not {}: {}\n", r.provider, r.reason);
     if (fell_back_)
         out += "weft:   FALLBACK: no RDMA provider is usable, running without RDMA "
-               "(Fallback::require_rdma or --require-rdma turns this into an error)\n";
+               "(Fallback::require_rdma turns this into an error)\n";
     out += fmt::format("weft:   caps: {}\n", info_.capabilities());
     if (const auto& prepared = providers::prepare_all(); !prepared.empty())
         out += fmt::format("weft:   set up: {}\n", prepared);

@@ -94,8 +94,8 @@ TcpStore::Answer TcpStore::call(std::string_view name, Request r,
         return Answer{store::decode_answer(await(lock, r.id, answer_by), r.op)};
     } catch (const TimeoutError&) {
         throw TimeoutError(std::string(name), -FI_ETIMEDOUT, "",
-                           fmt::format("the {} did not answer for '{}' in time: is the server "
-                                       "(rank 0, or `weft store --listen`) still running?",
+                           fmt::format("the {} did not answer for '{}' in time: is its StoreServer "
+                                       "(rank 0's, or a store service's) still running?",
                                        describe(), key));
     }
 }
