@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "raw_bench.hpp"
 
 namespace weft::bench {

@@ -7,7 +7,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "weft/error.hpp"
 
 namespace weft {

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "weft/error.hpp"
 #include "offer.hpp"
 

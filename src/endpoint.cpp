@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "frame.hpp"
 #include "weft/error.hpp"
 #include "weft/progress.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/error.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 
 namespace weft {
 

@@ -39,7 +39,7 @@ int keep_domain(InfoPtr& list, const std::string& domain)
             *tail = i;
             tail = &i->next;
         } else {
-            fi_freeinfo(i);
+            InfoPtr drop(i); // alone: its next is cut
         }
     }
     list.reset(keep);

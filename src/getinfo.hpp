@@ -9,15 +9,12 @@
 
 #include <rdma/fabric.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
+#include "weft/detail/fid.hpp"
 #include "weft/select.hpp"
 
 namespace weft::detail {
 
-struct InfoDeleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
-};
-using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 /// The attributes of one fi_getinfo attempt; explain() switches them on one by one.
 struct Attempt {

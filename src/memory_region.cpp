@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "../providers/traits.hpp"
+#include "traits.hpp"
 #include "getinfo.hpp"
 #include "weft/error.hpp"
 

@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "providers/traits.hpp"
+#include "traits.hpp"
 #include "support/cases.hpp"
 
 using namespace weft;

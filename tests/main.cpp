@@ -7,7 +7,7 @@
 
 #include "support/cases.hpp"
 #include "weft/endpoint.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 
 namespace {
 

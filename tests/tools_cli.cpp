@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "examples/pingpong/cpus.hpp"
+#include "cpus.hpp"
 
 using nlohmann::json;
 namespace fs = std::filesystem;

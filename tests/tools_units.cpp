@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "examples/pingpong/cpus.hpp"
-#include "examples/pingpong/sizes.hpp"
+#include "cpus.hpp"
+#include "sizes.hpp"
 
 using weft::tool::parse_size;
 using weft::tool::parse_size_list;

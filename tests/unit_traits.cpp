@@ -6,7 +6,7 @@
 
 #include <rdma/fi_errno.h>
 
-#include "providers/traits.hpp"
+#include "traits.hpp"
 #include "weft/error.hpp"
 #include "weft/select.hpp"
 

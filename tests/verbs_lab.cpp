@@ -15,7 +15,7 @@
 
 #include <rdma/fi_errno.h>
 
-#include "providers/verbs_devices.hpp"
+#include "verbs_devices.hpp"
 #include "support/cases.hpp"
 
 using namespace weft;

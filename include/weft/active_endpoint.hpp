@@ -19,7 +19,7 @@
 #include "weft/completion_queue.hpp"
 #include "weft/domain.hpp"
 #include "weft/event_queue.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 
 namespace weft {
 

@@ -9,7 +9,7 @@
 #include <rdma/fi_errno.h>
 
 #include "weft/domain.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 
 namespace weft {
 

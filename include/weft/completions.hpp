@@ -32,7 +32,7 @@
 #include "weft/error.hpp"
 #include "weft/memory_region.hpp"
 #include "weft/progress.hpp"
-#include "weft/ring.hpp"
+#include "weft/detail/ring.hpp"
 
 namespace weft {
 

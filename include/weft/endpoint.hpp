@@ -36,11 +36,10 @@
 #include "weft/error.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/memory_region.hpp"
-#include "weft/peer_state.hpp"
+#include "weft/detail/peer_state.hpp"
 #include "weft/progress.hpp"
 #include "weft/remote_region.hpp"
 #include "weft/options.hpp"
-#include "weft/ring.hpp"
 
 namespace weft {
 

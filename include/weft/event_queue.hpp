@@ -13,7 +13,7 @@
 
 #include "weft/deadline.hpp"
 #include "weft/fabric.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 #include "weft/info.hpp"
 
 namespace weft {

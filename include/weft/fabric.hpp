@@ -6,7 +6,7 @@
 
 #include <rdma/fabric.h>
 
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 #include "weft/info.hpp"
 
 namespace weft {

@@ -9,6 +9,8 @@
 
 #include <rdma/fabric.h>
 
+#include "weft/detail/fid.hpp"
+
 namespace weft {
 
 /// The two endpoint kinds weft supports as first-class citizens.
@@ -138,10 +140,7 @@ public:
     std::string capabilities() const;
 
 private:
-    struct Deleter {
-        void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
-    };
-    std::unique_ptr<fi_info, Deleter> p_;
+    detail::InfoPtr p_;
 };
 
 /// Human-readable mr_mode bits: "VIRT_ADDR|PROV_KEY" or "none".

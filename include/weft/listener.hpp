@@ -15,7 +15,7 @@
 #include "weft/endpoint.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/fabric.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 #include "weft/info.hpp"
 
 namespace weft {

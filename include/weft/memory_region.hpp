@@ -11,7 +11,7 @@
 #include <rdma/fi_domain.h>
 
 #include "weft/domain.hpp"
-#include "weft/fid.hpp"
+#include "weft/detail/fid.hpp"
 #include "weft/remote_region.hpp"
 
 namespace weft {

@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../../providers/verbs_devices.hpp"
+#include "verbs_devices.hpp"
 #include "doctor_checks.hpp"
 #include "info.hpp"
 #include "weft/weft.hpp"

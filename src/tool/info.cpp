@@ -14,7 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "../../providers/verbs_devices.hpp"
+#include "verbs_devices.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::tool {
@@ -22,9 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-struct InfoListDeleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
-};
 
 /// Whether `provider` is `filter` or a stack over it ("tcp;ofi_rxm" over tcp
 /// or over ofi_rxm); an empty filter takes every provider.
@@ -53,7 +50,7 @@ json provider_rows(std::string_view filter)
     fi_info* raw = nullptr;
     if (fi_getinfo(fi_api_version, nullptr, nullptr, 0, nullptr, &raw) != 0)
         return rows;
-    std::unique_ptr<fi_info, InfoListDeleter> list(raw);
+    const weft::detail::InfoPtr list(raw);
     std::map<std::tuple<std::string, std::string, std::string>, std::size_t> row_of;
     for (const fi_info* i = list.get(); i; i = i->next) {
         if (i->ep_attr->type != FI_EP_MSG && i->ep_attr->type != FI_EP_RDM)

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <span>
 
-#include "src/offer.hpp"
+#include "offer.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/error.hpp"
 #include "weft/remote_region.hpp"

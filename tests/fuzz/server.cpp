@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "../support/sockets.hpp"
+#include "support/sockets.hpp"
 #include "weft/connection.hpp"
 #include "weft/error.hpp"
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-/// @brief Ownership of raw libfabric handles.
+/// @brief Ownership of raw libfabric handles (weft's own: not part of its API).
 ///
 /// Every fid_* struct begins with `struct fid`, so one deleter calling fi_close
-/// serves all of them. A failed close is logged, never thrown. weft counts the
+/// serves all of them; fi_info lists have their own (fi_freeinfo). A failed close is logged, never thrown. weft counts the
 /// fids it holds, so tests can prove that nothing is left open.
 #pragma once
 
@@ -28,6 +28,12 @@ struct FidCloser {
             close_fid(&p->fid);
     }
 };
+
+/// An fi_info list (fi_getinfo's answer, fi_dupinfo's copy), freed whole.
+struct InfoDeleter {
+    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 /// unique_ptr semantics over a libfabric handle, counted.
 template <class T>
