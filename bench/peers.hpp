@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/detail/fd.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::peers {
@@ -42,17 +43,14 @@ struct Result {
 class Channel {
 public:
     explicit Channel(int fd) : fd_(fd) {}
-    Channel(Channel&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Channel(const Channel&) = delete;
-    ~Channel();
     void send_bytes(std::span<const std::byte> b);
     std::vector<std::byte> receive_bytes();
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     bool dismissed(); ///< peer: the hub said it may go (does not block)
     void dismiss();   ///< hub
 
 private:
-    int fd_;
+    weft::detail::Fd fd_;
 };
 
 /// A peer process as the hub sees it: its channel and its address.

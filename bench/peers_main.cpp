@@ -249,39 +249,33 @@ Usage Usage::now()
     return u;
 }
 
-Channel::~Channel()
-{
-    if (fd_ >= 0)
-        ::close(fd_);
-}
-
 void Channel::send_bytes(std::span<const std::byte> b)
 {
     const auto len = static_cast<std::uint32_t>(b.size());
-    write_all(fd_, &len, 4);
-    write_all(fd_, b.data(), b.size());
+    write_all(fd_.get(), &len, 4);
+    write_all(fd_.get(), b.data(), b.size());
 }
 
 std::vector<std::byte> Channel::receive_bytes()
 {
     std::uint32_t len = 0;
-    read_all(fd_, &len, 4);
+    read_all(fd_.get(), &len, 4);
     std::vector<std::byte> b(len);
-    read_all(fd_, b.data(), len);
+    read_all(fd_.get(), b.data(), len);
     return b;
 }
 
 bool Channel::dismissed()
 {
     char c = 0;
-    const ssize_t r = ::recv(fd_, &c, 1, MSG_DONTWAIT);
+    const ssize_t r = ::recv(fd_.get(), &c, 1, MSG_DONTWAIT);
     return r == 1 || r == 0; // 0: the hub is gone (it failed): nothing left to wait for
 }
 
 void Channel::dismiss()
 {
     const char c = 'q';
-    write_all(fd_, &c, 1);
+    write_all(fd_.get(), &c, 1);
 }
 
 } // namespace weft::peers

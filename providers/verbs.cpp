@@ -22,6 +22,7 @@
 
 #include "traits.hpp"
 #include "verbs_devices.hpp"
+#include "weft/detail/fd.hpp"
 
 namespace weft::providers {
 namespace {
@@ -148,16 +149,16 @@ int verbs_before_endpoint(fi_info* info)
                                           : &reinterpret_cast<sockaddr_in6*>(sa)->sin6_port;
     if (*port != 0)
         return 0; // the caller chose it
-    const int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    const detail::Fd probe(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!probe)
         return -errno;
+    const int fd = probe.get();
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     int ret = 0;
     if (::bind(fd, sa, static_cast<socklen_t>(info->src_addrlen)) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
         ret = -errno;
-    ::close(fd);
     if (ret != 0)
         return ret;
     *port = bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port

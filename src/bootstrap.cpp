@@ -91,39 +91,9 @@ SideChannel::SideChannel(int fd, std::string peer, Deadline deadline, Role role,
                          std::string_view secret)
     : fd_(fd), peer_(std::move(peer))
 {
-    set_nonblocking(fd_);
-    set_nodelay(fd_);
-    try {
-        hello(deadline, role, secret);
-    } catch (...) {
-        ::close(fd_);
-        fd_ = -1;
-        throw;
-    }
-}
-
-SideChannel::SideChannel(SideChannel&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)),
-      authenticated_(other.authenticated_)
-{
-}
-
-SideChannel& SideChannel::operator=(SideChannel&& other) noexcept
-{
-    if (this != &other) {
-        if (fd_ >= 0)
-            ::close(fd_);
-        fd_ = std::exchange(other.fd_, -1);
-        peer_ = std::move(other.peer_);
-        authenticated_ = other.authenticated_;
-    }
-    return *this;
-}
-
-SideChannel::~SideChannel()
-{
-    if (fd_ >= 0)
-        ::close(fd_);
+    set_nonblocking(fd);
+    set_nodelay(fd);
+    hello(deadline, role, secret); // a throw closes the socket (fd_'s owner)
 }
 
 SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Deadline deadline,
@@ -138,9 +108,10 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
     for (int attempt = 1;; ++attempt) {
         auto addrs = resolve(host, port, false);
         for (const addrinfo* a = addrs.get(); a; a = a->ai_next) {
-            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-            if (fd < 0)
+            detail::Fd owned(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+            if (!owned)
                 continue;
+            const int fd = owned.get();
             set_nonblocking(fd);
             detail::share_port(fd);
             int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
@@ -156,9 +127,8 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
                 }
             }
             if (rc == 0)
-                return SideChannel(fd, peer, deadline, Role::connector, secret);
+                return SideChannel(owned.release(), peer, deadline, Role::connector, secret);
             last_error = std::strerror(errno);
-            ::close(fd);
         }
         // Refused or unreachable: the server may not be up yet, or restarting
         // (libfabric#6682 never retried); back off and try again, per policy.
@@ -184,7 +154,7 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
 
 void SideChannel::live(std::string_view call) const
 {
-    if (fd_ < 0)
+    if (!fd_)
         throw UsageError(std::string(call), -FI_EINVAL, "",
                          "this SideChannel was moved from (or its Connection was): use the object "
                          "it was moved to");
@@ -196,14 +166,14 @@ void SideChannel::write_all(const void* p, std::size_t n, Deadline deadline, boo
     live("SideChannel::send");
     const auto* c = static_cast<const char*>(p);
     while (n > 0) {
-        const ssize_t w = ::send(fd_, c, n, MSG_NOSIGNAL);
+        const ssize_t w = ::send(fd_.get(), c, n, MSG_NOSIGNAL);
         if (w > 0) {
             c += w;
             n -= static_cast<std::size_t>(w);
             continue;
         }
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (!wait_fd(fd_, POLLOUT, deadline))
+            if (!wait_fd(fd_.get(), POLLOUT, deadline))
                 side_fail(-FI_ETIMEDOUT,
                           late ? detail::late_text("sending " + std::string(what), peer_)
                                : fmt::format("sending {} to {} timed out: the peer stopped reading",
@@ -222,7 +192,7 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, bool late,
     live("SideChannel::receive");
     auto* c = static_cast<char*>(p);
     while (n > 0) {
-        const ssize_t r = ::recv(fd_, c, n, 0);
+        const ssize_t r = ::recv(fd_.get(), c, n, 0);
         if (r > 0) {
             c += r;
             n -= static_cast<std::size_t>(r);
@@ -234,7 +204,7 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, bool late,
                                   "exited or failed (its own output says why)",
                                   peer_, what));
         if (errno == EAGAIN || errno == EINTR) {
-            if (!wait_fd(fd_, POLLIN, deadline))
+            if (!wait_fd(fd_.get(), POLLIN, deadline))
                 side_fail(-FI_ETIMEDOUT,
                           late ? detail::late_text("waiting for " + std::string(what), peer_)
                                : fmt::format("{} did not come from {} before the deadline: the "
@@ -304,19 +274,19 @@ void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
 bool SideChannel::readable(std::chrono::milliseconds wait) const
 {
     live("SideChannel::readable");
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
 }
 
 bool SideChannel::peer_closed(std::chrono::milliseconds wait) const
 {
-    if (fd_ < 0)
+    if (!fd_)
         return true;
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0)
         return false; // nothing: the peer is there and silent
     char byte = 0;
-    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
@@ -324,7 +294,7 @@ std::string SideChannel::local_address() const
 {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    if (getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0)
         return {};
     return address_text(reinterpret_cast<sockaddr*>(&ss));
 }
@@ -333,7 +303,7 @@ std::string SideChannel::peer_address() const
 {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    if (getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0)
         return {};
     return address_text(reinterpret_cast<sockaddr*>(&ss));
 }

@@ -24,20 +24,11 @@
 #include <fmt/format.h>
 
 #include "store_count.hpp"
+#include "weft/detail/fd.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
 namespace {
-
-/// Closes a descriptor when it goes.
-struct Fd {
-    int fd = -1;
-    ~Fd()
-    {
-        if (fd >= 0)
-            ::close(fd);
-    }
-};
 
 [[noreturn]] void fail(std::string_view call, const std::string& path)
 {
@@ -50,8 +41,8 @@ struct Fd {
 /// The whole file, or false when it does not exist.
 bool read_whole(const std::string& path, std::vector<std::byte>& out)
 {
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) {
+    const detail::Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f) {
         if (errno == ENOENT)
             return false;
         fail("open", path);
@@ -59,7 +50,7 @@ bool read_whole(const std::string& path, std::vector<std::byte>& out)
     out.clear();
     std::byte buf[4096];
     for (;;) {
-        const ssize_t n = ::read(f.fd, buf, sizeof buf);
+        const ssize_t n = ::read(f.get(), buf, sizeof buf);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -109,11 +100,11 @@ void FileStore::write_whole(const std::string& target, std::span<const std::byte
     const std::string tmp = fmt::format("{}/.tmp.{}.{}", dir_, ::getpid(),
                                         serial.fetch_add(1, std::memory_order_relaxed));
     {
-        Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
-        if (f.fd < 0)
+        const detail::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+        if (!f)
             fail("open", tmp);
         for (std::size_t done = 0; done < value.size();) {
-            const ssize_t n = ::write(f.fd, value.data() + done, value.size() - done);
+            const ssize_t n = ::write(f.get(), value.data() + done, value.size() - done);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -152,10 +143,10 @@ std::int64_t FileStore::add(std::string_view key, std::int64_t delta)
 {
     const std::string p = path("Store::add", key);
     const std::string lock_path = p + ".lock";
-    Fd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-    if (lock.fd < 0)
+    const detail::Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock)
         fail("open", lock_path);
-    while (::flock(lock.fd, LOCK_EX) != 0)
+    while (::flock(lock.get(), LOCK_EX) != 0)
         if (errno != EINTR)
             fail("flock", lock_path);
     std::vector<std::byte> v;
@@ -168,11 +159,7 @@ std::int64_t FileStore::add(std::string_view key, std::int64_t delta)
     return sum; // the lock goes with its descriptor
 }
 
-FileStore::~FileStore()
-{
-    for (const auto& [key, fd] : live_)
-        ::close(fd); // the lock goes with it
-}
+FileStore::~FileStore() = default; // each live key's lock goes with its descriptor
 
 void FileStore::set_while_alive(std::string_view key, std::span<const std::byte> value)
 {
@@ -180,10 +167,10 @@ void FileStore::set_while_alive(std::string_view key, std::span<const std::byte>
     const std::string live_path = p + ".live";
     const std::lock_guard lock(live_m_);
     if (!live_.contains(key)) {
-        Fd f{::open(live_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-        if (f.fd < 0)
+        detail::Fd f(::open(live_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+        if (!f)
             fail("open", live_path);
-        if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0) {
+        if (::flock(f.get(), LOCK_EX | LOCK_NB) != 0) {
             if (errno == EWOULDBLOCK)
                 throw UsageError("Store::set_while_alive", -FI_EBUSY, "",
                                  fmt::format("key '{}' in the {} is held by another live member "
@@ -191,7 +178,7 @@ void FileStore::set_while_alive(std::string_view key, std::span<const std::byte>
                                              key, describe(), live_path));
             fail("flock", live_path);
         }
-        live_.emplace(std::string(key), std::exchange(f.fd, -1));
+        live_.emplace(std::string(key), std::move(f));
     }
     write_whole(p, value);
 }
@@ -201,12 +188,12 @@ bool FileStore::live(std::string_view key)
     const std::string p = path("Store::live", key);
     if (!contains(key))
         return false;
-    Fd f{::open((p + ".live").c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0)
+    const detail::Fd f(::open((p + ".live").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f)
         return true; // set, not set_while_alive: it stays
     // Its owner holds the lock while it lives; a lock taken here means the
     // owner has ended (or closed its store).
-    return ::flock(f.fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    return ::flock(f.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 bool FileStore::contains(std::string_view key)

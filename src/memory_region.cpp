@@ -22,6 +22,7 @@
 
 #include "traits.hpp"
 #include "weft/endpoint.hpp"
+#include "weft/detail/fd.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -151,16 +152,14 @@ std::shared_ptr<MemoryRegion> MemoryRegion::map_file(std::shared_ptr<Domain> dom
                                                      const Endpoint* bind_to)
 {
     const bool writable = access == Access::remote_write || access == Access::remote_read_write;
-    const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
+    const detail::Fd fd(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC));
+    if (!fd)
         detail::throw_error("open", -errno, std::string(domain->provider()),
                             fmt::format("cannot open {} to map it", path));
     struct stat st{};
-    if (fstat(fd, &st) != 0 || st.st_size == 0) {
-        ::close(fd);
+    if (fstat(fd.get(), &st) != 0 || st.st_size == 0)
         throw UsageError("MemoryRegion::map_file", -FI_EINVAL, std::string(domain->provider()),
                          fmt::format("{} is empty or cannot be read: nothing to map", path));
-    }
     const auto size = static_cast<std::size_t>(st.st_size);
     // A provider that pins registered memory cannot pin a read-only shared
     // file mapping on Linux before 6.2 (ib_umem_get asks for FOLL_WRITE |
@@ -169,8 +168,7 @@ std::shared_ptr<MemoryRegion> MemoryRegion::map_file(std::shared_ptr<Domain> dom
     // writable. Its pages are copied once when pinned; the file is never written.
     const bool private_copy = !writable && providers::traits_for(domain->provider()).pins_memory;
     void* p = mmap(nullptr, size, PROT_READ | (writable || private_copy ? PROT_WRITE : 0),
-                   private_copy ? MAP_PRIVATE : MAP_SHARED, fd, 0);
-    ::close(fd);
+                   private_copy ? MAP_PRIVATE : MAP_SHARED, fd.get(), 0);
     if (p == MAP_FAILED)
         detail::throw_error("mmap", -errno, std::string(domain->provider()),
                             fmt::format("mapping {} ({} B)", path, size));

@@ -41,8 +41,6 @@ Node::~Node()
     peers_.clear();
     rdm_.reset();
     listener_.reset();
-    if (epoll_fd_ >= 0)
-        ::close(epoll_fd_);
 }
 
 std::shared_ptr<Node> Node::open(const Options& options)
@@ -97,14 +95,14 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
                            info->addr_format, node->instance_, std::move(name));
     if (sleeping) {
         // One descriptor for the application: the queue's and the event queue's.
-        node->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (node->epoll_fd_ < 0)
+        node->epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+        if (!node->epoll_fd_)
             detail::throw_error("epoll_create1", -errno, std::string(selection->provider()));
         for (const int fd : {node->q_->fd(), node->eq_ ? node->eq_->fd() : -1}) {
             epoll_event ev{};
             ev.events = EPOLLIN;
             ev.data.fd = fd;
-            if (fd >= 0 && ::epoll_ctl(node->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+            if (fd >= 0 && ::epoll_ctl(node->epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
                 detail::throw_error("epoll_ctl", -errno, std::string(selection->provider()));
         }
         node->q_->on_sleep([](void* n, int ms) {
@@ -322,7 +320,7 @@ Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 
 bool Node::trywait()
 {
-    if (epoll_fd_ < 0 || !q_->trywait())
+    if (!epoll_fd_ || !q_->trywait())
         return false;
     fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
     return fi_trywait(fabric_->get(), fids, eq_ ? 2 : 1) == 0;
@@ -330,12 +328,12 @@ bool Node::trywait()
 
 void Node::sleep(Deadline deadline)
 {
-    if (epoll_fd_ < 0)
+    if (!epoll_fd_)
         throw UsageError("Node::sleep", -FI_EINVAL, std::string(provider()),
                          "this Node spins (Options::waiting is Waiting::spin): open it with "
                          "Waiting::sleep to sleep");
     epoll_event ev{};
-    (void)::epoll_wait(epoll_fd_, &ev, 1, deadline.remaining_ms());
+    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, deadline.remaining_ms());
 }
 
 void Node::progress()

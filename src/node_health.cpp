@@ -145,7 +145,7 @@ void Node::tend()
     // inside it), and a busy poller tends on every poll. Connection events
     // are rare: while no connection is being set up, and nobody sleeps on the
     // queue's descriptor, the event queue is read at most every 100 us.
-    if (eq_ && (!pending_.empty() || epoll_fd_ >= 0 || events_due())) {
+    if (eq_ && (!pending_.empty() || epoll_fd_ || events_due())) {
         events(); // reaps broken peers too
         return;
     }

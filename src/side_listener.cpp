@@ -47,7 +47,7 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
             getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
             port_ = port_of(reinterpret_cast<sockaddr*>(&ss));
             set_nonblocking(fd);
-            fd_ = fd;
+            fd_.reset(fd);
             return;
         }
         last = std::strerror(errno);
@@ -58,43 +58,20 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
                                           host_, port, last));
 }
 
-SideListener::SideListener(SideListener&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), host_(std::move(other.host_)), port_(other.port_)
-{
-}
-
-SideListener& SideListener::operator=(SideListener&& other) noexcept
-{
-    if (this != &other) {
-        if (fd_ >= 0)
-            ::close(fd_);
-        fd_ = std::exchange(other.fd_, -1);
-        host_ = std::move(other.host_);
-        port_ = other.port_;
-    }
-    return *this;
-}
-
-SideListener::~SideListener()
-{
-    if (fd_ >= 0)
-        ::close(fd_);
-}
-
 SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
 {
     if (!secret.empty())
         check_secret(secret);
     const bool late = deadline.expired();
     for (;;) {
-        if (!wait_fd(fd_, POLLIN, deadline))
+        if (!wait_fd(fd_.get(), POLLIN, deadline))
             side_fail(-FI_ETIMEDOUT,
                       late ? detail::late_text("accepting a client", fmt::format("{}:{}", host_, port_))
                            : fmt::format("no client connected to {}:{} before the deadline", host_,
                                          port_));
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
-        const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+        const int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                 continue;

@@ -18,14 +18,6 @@
 
 namespace weft::detail::side {
 
-Stream::~Stream()
-{
-    if (fd_ >= 0)
-        ::close(fd_);
-}
-
-int Stream::release() noexcept { return std::exchange(fd_, -1); }
-
 void Stream::queue(Frame type, std::span<const std::byte> payload)
 {
     const auto h = encode_header(type, payload.size());
@@ -37,7 +29,7 @@ bool Stream::flush()
 {
     while (out_sent_ < out_.size()) {
         const ssize_t n =
-            ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
+            ::send(fd_.get(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
         if (n > 0) {
             out_sent_ += static_cast<std::size_t>(n);
             continue;
@@ -57,7 +49,7 @@ void Stream::receive(std::string_view waiting_for)
 {
     std::array<std::byte, 4096> buf;
     for (;;) {
-        const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+        const ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
         if (n > 0) {
             in_.insert(in_.end(), buf.begin(), buf.begin() + n);
             continue;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "side_wire.hpp"
+#include "weft/detail/fd.hpp"
 
 namespace weft::detail::side {
 
@@ -27,14 +28,11 @@ class Stream {
 public:
     /// Takes a connected non-blocking socket; `peer` names it in errors.
     Stream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    ~Stream();
 
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     const std::string& peer() const noexcept { return peer_; }
     /// Gives the socket away (a SideChannel takes it over); this Stream is then inert.
-    int release() noexcept;
+    int release() noexcept { return fd_.release(); }
 
     void queue(Frame type, std::span<const std::byte> payload);
     bool sending() const noexcept { return !out_.empty(); }
@@ -50,7 +48,7 @@ public:
     std::size_t unread() const noexcept { return in_.size(); }
 
 private:
-    int fd_ = -1;
+    Fd fd_;
     std::string peer_;
     std::vector<std::byte> in_;
     std::vector<std::byte> out_;

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -19,6 +20,8 @@
 #include "weft/error.hpp"
 
 namespace weft::detail {
+
+void close_fd(int fd) noexcept { (void)::close(fd); }
 
 std::string late_text(std::string_view doing, std::string_view where)
 {

@@ -60,7 +60,7 @@ struct Parked {
 struct StoreServer::State {
     SideListener listener;
     std::string secret;
-    int wake = -1; // an eventfd: the destructor stops the loop through it
+    detail::Fd wake; // an eventfd: the destructor stops the loop through it
     std::atomic<bool> stopping{false};
     std::atomic<std::size_t> through{0};
     std::atomic<std::size_t> key_count{0};
@@ -73,14 +73,9 @@ struct StoreServer::State {
     State(std::string_view host, std::uint16_t port, std::string_view secret_)
         : listener(host, port), secret(resolve_secret(secret_))
     {
-        wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (wake < 0)
+        wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!wake)
             detail::side_fail_errno("eventfd", "the TCP store server");
-    }
-    ~State()
-    {
-        if (wake >= 0)
-            ::close(wake);
     }
 
     void run();
@@ -104,7 +99,7 @@ void StoreServer::State::step()
 {
     std::vector<pollfd> fds;
     fds.reserve(members.size() + 2);
-    fds.push_back({wake, POLLIN, 0});
+    fds.push_back({wake.get(), POLLIN, 0});
     fds.push_back({listener.fd(), POLLIN, 0});
     auto next = Clock::time_point::max();
     for (const Member& m : members) {
@@ -312,7 +307,7 @@ StoreServer::~StoreServer()
 {
     state_->stopping.store(true);
     const std::uint64_t one = 1;
-    (void)!::write(state_->wake, &one, sizeof one);
+    (void)!::write(state_->wake.get(), &one, sizeof one);
     state_->thread.join();
 }
 

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "weft/detail/fd.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -31,23 +32,17 @@ class Stranger {
 public:
     explicit Stranger(std::uint16_t port)
     {
-        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        fd_.reset(::socket(AF_INET, SOCK_STREAM, 0));
         sockaddr_in a{};
         a.sin_family = AF_INET;
         REQUIRE(::inet_pton(AF_INET, test::test_address().c_str(), &a.sin_addr) == 1);
         a.sin_port = htons(port);
-        REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(::connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     }
-    Stranger(Stranger&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    ~Stranger()
-    {
-        if (fd_ >= 0)
-            ::close(fd_);
-    }
-    void say(std::string_view text) { (void)!::send(fd_, text.data(), text.size(), MSG_NOSIGNAL); }
+    void say(std::string_view text) { (void)!::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL); }
 
 private:
-    int fd_ = -1;
+    detail::Fd fd_;
 };
 
 /// Connects `n` clients at once, each in its own thread; returns each one's

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "weft/deadline.hpp"
+#include "weft/detail/fd.hpp"
 #include "weft/options.hpp"
 
 namespace weft {
@@ -65,10 +66,6 @@ public:
     static SideChannel connect(std::string_view host, std::uint16_t port, Deadline deadline,
                                std::string_view secret = {}, const RetryPolicy& retry = {});
 
-    SideChannel(SideChannel&& other) noexcept;
-    SideChannel& operator=(SideChannel&& other) noexcept;
-    ~SideChannel();
-
     void send(Frame type, std::span<const std::byte> payload, Deadline deadline);
     /// Receives the next frame, which must be `expected` (an `error` frame from
     /// the peer is raised as weft::Error with its text).
@@ -90,7 +87,7 @@ public:
     const std::string& peer() const noexcept { return peer_; }
     std::string local_address() const;
     std::string peer_address() const;
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
 
     /// True when both ends proved they hold the same shared secret.
     bool authenticated() const noexcept { return authenticated_; }
@@ -113,7 +110,7 @@ private:
     void hello(Deadline deadline, Role role, std::string_view secret);
     void authenticate(Deadline deadline, Role role, std::string_view secret);
 
-    int fd_ = -1;
+    detail::Fd fd_;
     std::string peer_;
     bool authenticated_ = false;
 };
@@ -123,19 +120,15 @@ class SideListener {
 public:
     /// `host` empty or "0.0.0.0" listens on every interface; port 0 picks a free one.
     SideListener(std::string_view host, std::uint16_t port);
-    SideListener(SideListener&& other) noexcept;
-    SideListener& operator=(SideListener&& other) noexcept;
-    ~SideListener();
-
     std::uint16_t port() const noexcept { return port_; }
     const std::string& host() const noexcept { return host_; }
     /// The listening socket (non-blocking), for an event loop.
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     /// Accepts the next client and does the Hello (and shared-secret) exchange.
     SideChannel accept(Deadline deadline, std::string_view secret = {});
 
 private:
-    int fd_ = -1;
+    detail::Fd fd_;
     std::string host_;
     std::uint16_t port_ = 0;
 };

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "weft/completions.hpp"
+#include "weft/detail/fd.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/event_queue.hpp"
 #include "weft/fabric.hpp"
@@ -174,7 +175,7 @@ public:
     /// A descriptor that turns readable when a completion or a connection
     /// event arrives, for the application's own epoll / event loop; -1 with
     /// Waiting::spin. Before sleeping on it, ask trywait().
-    int fd() const noexcept { return epoll_fd_; }
+    int fd() const noexcept { return epoll_fd_.get(); }
     /// True when nothing is pending, so the caller may sleep on fd() now; else
     /// poll() first (fi_trywait over the Node's queues).
     bool trywait();
@@ -296,7 +297,7 @@ private:
     std::unordered_map<std::uint64_t, std::uint32_t> by_instance_;
     std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
-    int epoll_fd_ = -1;                       // Waiting::sleep: the queue's and the event queue's
+    detail::Fd epoll_fd_;                     // Waiting::sleep: the queue's and the event queue's
     Gate gate_;                               // MSG: admits peers not added
     PeerId waiting_;                          // wait_for(op, peer): the peer waited for
     struct Watched {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "weft/deadline.hpp"
+#include "weft/detail/fd.hpp"
 
 namespace weft {
 
@@ -183,7 +184,7 @@ private:
 
     std::string dir_;
     std::mutex live_m_;
-    std::map<std::string, int, std::less<>> live_; // key -> its ".live" file, locked
+    std::map<std::string, detail::Fd, std::less<>> live_; // key -> its ".live" file, locked
 };
 
 } // namespace weft
