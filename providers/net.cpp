@@ -5,8 +5,6 @@
 
 namespace weft::providers {
 
-std::string tcp_family_hint(int code); // tcp.cpp
-
 const Traits net = {
     .name = "net",
     .summary = "TCP sockets with native RDM (libfabric's newer TCP provider)",

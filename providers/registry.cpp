@@ -8,10 +8,9 @@
 #include <fmt/format.h>
 
 #include "traits.hpp"
+#include "weft/error.hpp"
 
 namespace weft::providers {
-
-void apply_verbs_quirks(const fi_info* info, Quirks& q); // verbs.cpp
 
 namespace {
 
@@ -87,8 +86,8 @@ Quirks quirks_for(const fi_info* info)
                                  name.find(";ofi_rxd") != std::string_view::npos;
     q.message_source_unreliable = name.find(";ofi_rxd") != std::string_view::npos;
     q.wait_fd_misses_data = name.find(";ofi_rxm") != std::string_view::npos;
-    if (&t == &verbs)
-        apply_verbs_quirks(info, q);
+    if (t.refine_quirks)
+        t.refine_quirks(info, q);
     return q;
 }
 
@@ -97,6 +96,12 @@ std::string error_hint(std::string_view fi_prov_name, int code)
     const Traits& t = traits_for(fi_prov_name);
     return t.error_hint ? t.error_hint(code) : std::string{};
 }
+
+namespace {
+// Every failure's message gets its provider's hint (the error layer asks
+// through this hook, and names no provider itself).
+[[maybe_unused]] const bool hints_installed = (detail::set_hint_source(&error_hint), true);
+} // namespace
 
 int before_enable(std::string_view fi_prov_name, fid_ep* ep)
 {

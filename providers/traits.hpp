@@ -61,6 +61,9 @@ struct Traits {
     int (*numa_node)(const fi_info* info) = nullptr;
     /// Extra fix text for an error code seen on this provider ("" when none).
     std::string (*error_hint)(int code) = nullptr;
+    /// Optional refinement of the quirks for one chosen fi_info (verbs: what
+    /// the device behind it is: iWARP, RoCE, rxe).
+    void (*refine_quirks)(const fi_info* info, Quirks& q) = nullptr;
     /// Optional step between fi_endpoint and fi_enable (shm: name the
     /// endpoint's region so that no dead process can have left it behind);
     /// returns 0 or a negative libfabric error code.
@@ -72,6 +75,10 @@ struct Traits {
     int (*before_endpoint)(fi_info* info) = nullptr;
 };
 
+
+/// The hint of the providers over kernel TCP sockets (tcp, net): what a
+/// dropped connection did to the operations on it.
+std::string tcp_family_hint(int code);
 
 /// The NUMA node a sysfs `numa_node` file names, or -1.
 int read_numa_node(const std::string& sysfs_path);

@@ -166,26 +166,7 @@ int verbs_before_endpoint(fi_info* info)
     return 0;
 }
 
-} // namespace
-
-const Traits verbs = {
-    .name = "verbs",
-    .summary = "RDMA: InfiniBand, RoCE and iWARP devices through rdma-core",
-    .rank = 10,
-    .rdma = true,
-    .pins_memory = true,
-    .msg_path = "verbs",
-    .rdm_path = "verbs;ofi_rxm",
-    .preferred = EndpointKind::msg,
-    .probe = verbs_probe,
-    .prepare = verbs_prepare,
-    .describe = verbs_describe,
-    .numa_node = verbs_numa_node,
-    .error_hint = verbs_hint,
-    .before_endpoint = verbs_before_endpoint,
-};
-
-void apply_verbs_quirks(const fi_info* info, Quirks& q)
+void verbs_quirks(const fi_info* info, Quirks& q)
 {
     const auto device =
         info->domain_attr->name ? find_verbs_device(info->domain_attr->name) : std::nullopt;
@@ -215,5 +196,25 @@ void apply_verbs_quirks(const fi_info* info, Quirks& q)
         q.atomics_unreliable = !device->atomics;
     }
 }
+
+} // namespace
+
+const Traits verbs = {
+    .name = "verbs",
+    .summary = "RDMA: InfiniBand, RoCE and iWARP devices through rdma-core",
+    .rank = 10,
+    .rdma = true,
+    .pins_memory = true,
+    .msg_path = "verbs",
+    .rdm_path = "verbs;ofi_rxm",
+    .preferred = EndpointKind::msg,
+    .probe = verbs_probe,
+    .prepare = verbs_prepare,
+    .describe = verbs_describe,
+    .numa_node = verbs_numa_node,
+    .error_hint = verbs_hint,
+    .refine_quirks = verbs_quirks,
+    .before_endpoint = verbs_before_endpoint,
+};
 
 } // namespace weft::providers

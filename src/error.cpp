@@ -10,8 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "traits.hpp"
-
 namespace weft {
 
 Error::Error(std::string call, int code, std::string provider, const std::string& message,
@@ -23,6 +21,12 @@ Error::Error(std::string call, int code, std::string provider, const std::string
 
 namespace detail {
 
+namespace {
+std::atomic<HintSource> hint_source{nullptr};
+} // namespace
+
+void set_hint_source(HintSource source) noexcept { hint_source.store(source); }
+
 std::string format_failure(std::string_view call, int code, std::string_view provider,
                            std::string_view hint)
 {
@@ -32,7 +36,8 @@ std::string format_failure(std::string_view call, int code, std::string_view pro
     if (code != 0)
         out += fmt::format(": {} ({})", fi_strerror(-code), code);
     std::string extra = std::string(hint);
-    if (const auto ph = providers::error_hint(provider, code); !ph.empty())
+    const HintSource source = hint_source.load();
+    if (const auto ph = source ? source(provider, code) : std::string(); !ph.empty())
         extra += fmt::format("{}{}", extra.empty() ? "" : ". ", ph);
     if (!extra.empty())
         out += fmt::format(". {}", extra);

@@ -56,7 +56,13 @@ public:
 
 namespace detail {
 
-/// Builds "<call> failed on <provider>: <fi_strerror> (<code>). <hint>".
+/// What a provider adds to a failure's message for a code (its record's hint).
+/// The provider registry installs it: the error layer names no provider.
+using HintSource = std::string (*)(std::string_view provider, int code);
+void set_hint_source(HintSource source) noexcept;
+
+/// Builds "<call> failed on <provider>: <fi_strerror> (<code>). <hint>", the
+/// provider's own hint for the code appended.
 std::string format_failure(std::string_view call, int code, std::string_view provider,
                            std::string_view hint);
 
