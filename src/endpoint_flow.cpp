@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "frame.hpp"
+#include "wire.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
 
@@ -38,14 +39,12 @@ std::uint64_t CreditWindow::returned() const noexcept
 
 void CreditWindow::encode_block(std::byte* out, std::uint32_t own_slots) const
 {
-    frame::put_u32(out, own_slots);
-    const auto counter = mr_->remote().encode();
-    std::memcpy(out + 4, counter.data(), counter.size());
+    wire::Placer(std::span(out, block_size)).u32(own_slots).raw(mr_->remote().encode());
 }
 
 bool CreditWindow::decode_block(const std::byte* block)
 {
-    peer_slots_ = frame::get_u32(block);
+    peer_slots_ = static_cast<std::uint32_t>(wire::get_le(block, 4));
     peer_counter_ = RemoteRegion::decode(std::span(block + 4, RemoteRegion::wire_size));
     return peer_slots_ > 0;
 }
@@ -70,7 +69,7 @@ void Endpoint::send_hello()
         std::memcpy(staging, frame::hello.data(), frame::hello_size);
     }
     if (hello_.exchange_ids) { // this side's id of the peer: the peer's notifications carry it
-        frame::put_u32(staging + len, peer_.index);
+        wire::put_le(staging + len, peer_.index, 4);
         len += 4;
     }
     if (framed_) {
@@ -90,7 +89,7 @@ bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
     if (len < want)
         return false;
     if (hello_.exchange_ids)
-        notify_bits_ = std::uint64_t{frame::get_u32(payload + want - 4)} << 32;
+        notify_bits_ = wire::get_le(payload + want - 4, 4) << 32;
     return !credits_.on() || credits_.decode_block(payload + frame::hello_size);
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <rdma/fabric.h>
 
@@ -32,30 +33,17 @@ inline constexpr std::array<std::byte, hello_size> hello = {
     std::byte{'w'}, std::byte{'e'}, std::byte{'f'}, std::byte{'t'},
     std::byte{'h'}, std::byte{'i'}, std::byte{1},   std::byte{0}};
 
-/// A little-endian u32 at `p` (headers, hellos, credit blocks).
-inline void put_u32(std::byte* p, std::uint32_t v) noexcept
-{
-    wire::put_le(p, v, 4);
-}
-inline std::uint32_t get_u32(const std::byte* p) noexcept
-{
-    return static_cast<std::uint32_t>(wire::get_le(p, 4));
-}
-
 inline std::uint8_t type_of(const std::byte* h) noexcept
 {
     return std::to_integer<std::uint8_t>(h[1]);
 }
 inline std::uint32_t value_of(const std::byte* h) noexcept
 {
-    return get_u32(h + 4);
+    return static_cast<std::uint32_t>(wire::get_le(h + 4, 4));
 }
 inline void write_header(std::byte* h, std::uint8_t type, std::uint32_t value) noexcept
 {
-    h[0] = std::byte{version};
-    h[1] = std::byte{type};
-    h[2] = h[3] = std::byte{0};
-    put_u32(h + 4, value);
+    wire::Placer(std::span(h, header_size)).u8(version).u8(type).u16(0).u32(value);
 }
 
 } // namespace weft::frame

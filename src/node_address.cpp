@@ -51,12 +51,10 @@ NodeAddress::NodeAddress(EndpointKind kind, std::string provider, std::uint32_t 
 std::vector<std::byte> NodeAddress::encode() const
 {
     wire::Writer w;
-    for (std::byte b : magic)
-        w.u8(std::to_integer<std::uint8_t>(b));
+    w.raw(magic);
     w.u8(wire_version);
     w.u8(kind_ == EndpointKind::msg ? 0 : 1);
-    w.u8(0);
-    w.u8(0);
+    w.u16(0);
     w.u32(addr_format_);
     w.u64(instance_);
     w.str(provider_);
@@ -73,8 +71,7 @@ NodeAddress NodeAddress::decode(std::span<const std::byte> in)
     if (!std::equal(magic.begin(), magic.end(), in.begin()))
         bad("the magic is not 'WFNA'");
     const auto body = in.first(in.size() - 4);
-    wire::Reader crc(in.last(4), "Node address");
-    if (crc.u32() != crc32c(body))
+    if (wire::get_le(in.last(4).data(), 4) != crc32c(body))
         bad("the checksum does not match (corrupted, truncated or padded in transit)");
     try {
         return parse(body.subspan(4));

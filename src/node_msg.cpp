@@ -31,13 +31,11 @@ constexpr std::size_t request_head = 13;
 std::vector<std::byte> request_data(std::uint64_t instance, std::span<const std::byte> credential)
 {
     wire::Writer w;
-    for (const char c : {'W', 'F', 'N', 'C'})
-        w.u8(static_cast<std::uint8_t>(c));
+    w.raw("WFNC");
     w.u8(1);
     w.u64(instance);
-    auto out = w.data();
-    out.insert(out.end(), credential.begin(), credential.end());
-    return out;
+    w.raw(credential);
+    return w.data();
 }
 
 std::optional<std::uint64_t> request_instance(std::span<const std::byte> data)
@@ -45,8 +43,7 @@ std::optional<std::uint64_t> request_instance(std::span<const std::byte> data)
     if (data.size() < request_head || std::memcmp(data.data(), "WFNC", 4) != 0 ||
         std::to_integer<std::uint8_t>(data[4]) != 1)
         return std::nullopt;
-    wire::Reader r(data.subspan(5, 8), "connection request");
-    return r.u64();
+    return wire::get_le(data.data() + 5, 8);
 }
 
 /// The Node's own selection, aimed at a peer's listener.

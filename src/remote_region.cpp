@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "weft/remote_region.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -16,23 +17,6 @@ namespace {
 
 constexpr std::array<std::byte, 4> magic = {std::byte{'W'}, std::byte{'F'}, std::byte{'R'},
                                             std::byte{'R'}};
-
-void put_u64(std::byte* p, std::uint64_t v) noexcept
-{
-    wire::put_le(p, v, 8);
-}
-void put_u32(std::byte* p, std::uint32_t v) noexcept
-{
-    wire::put_le(p, v, 4);
-}
-std::uint64_t get_u64(const std::byte* p) noexcept
-{
-    return wire::get_le(p, 8);
-}
-std::uint32_t get_u32(const std::byte* p) noexcept
-{
-    return static_cast<std::uint32_t>(wire::get_le(p, 4));
-}
 
 constexpr auto crc_table = [] {
     std::array<std::uint32_t, 256> t{};
@@ -94,13 +78,9 @@ std::uint64_t RemoteRegion::atomic_address(std::uint64_t offset) const
 RemoteRegion::Wire RemoteRegion::encode() const noexcept
 {
     Wire w{};
-    std::memcpy(w.data(), magic.data(), magic.size());
-    w[4] = std::byte{wire_version};
-    w[5] = std::byte{flags_};
-    put_u64(&w[8], base_);
-    put_u64(&w[16], length_);
-    put_u64(&w[24], key_);
-    put_u32(&w[32], crc32c(std::span(w).first(32)));
+    wire::Placer out(w);
+    out.raw(magic).u8(wire_version).u8(flags_).u16(0).u64(base_).u64(length_).u64(key_);
+    out.u32(crc32c(std::span(w).first(out.size()))).u32(0);
     return w;
 }
 
@@ -108,26 +88,30 @@ RemoteRegion RemoteRegion::decode(std::span<const std::byte> b)
 {
     if (b.size() != wire_size)
         bad(fmt::format("{} bytes, expected {}", b.size(), wire_size));
-    if (std::memcmp(b.data(), magic.data(), magic.size()) != 0)
+    wire::Reader in(b, "RemoteRegion"); // its size checked: no read runs short
+    if (!std::ranges::equal(in.raw(magic.size()), magic))
         bad("bad magic (not a weft RemoteRegion)");
-    const auto version = std::to_integer<std::uint8_t>(b[4]);
+    const std::uint8_t version = in.u8();
     if (version != wire_version)
         bad(fmt::format("wire version {} but this weft reads version {} (upgrade the older side)",
                         version, wire_version));
-    const auto flags = std::to_integer<std::uint8_t>(b[5]);
+    const std::uint8_t flags = in.u8();
     if (flags & ~(readable | writable | virt_addr))
         bad(fmt::format("unknown flag bits {:#x}", flags));
-    if (b[6] != std::byte{0} || b[7] != std::byte{0} || get_u32(&b[36]) != 0)
+    const std::uint16_t reserved = in.u16();
+    const std::uint64_t base = in.u64();
+    const std::uint64_t length = in.u64();
+    const std::uint64_t key = in.u64();
+    const std::uint32_t crc = in.u32();
+    if (reserved != 0 || in.u32() != 0)
         bad("reserved bytes are not zero");
-    if (get_u32(&b[32]) != crc32c(b.first(32)))
+    if (crc != crc32c(b.first(32)))
         bad("checksum mismatch (corrupted in transit?)");
-    const std::uint64_t base = get_u64(&b[8]);
-    const std::uint64_t length = get_u64(&b[16]);
     if (length == 0)
         bad("zero length");
     if (base + length < base)
         bad("base + length overflows 64 bits");
-    return RemoteRegion(base, length, get_u64(&b[24]), flags);
+    return RemoteRegion(base, length, key, flags);
 }
 
 } // namespace weft

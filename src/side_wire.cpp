@@ -18,23 +18,16 @@ namespace {
 constexpr std::array<char, 4> magic = {'W', 'E', 'F', 'T'};
 constexpr std::uint32_t hello_requires_secret = 1u << 0;
 
-std::uint32_t le(std::span<const std::byte> b)
-{
-    return static_cast<std::uint32_t>(wire::get_le(b.data(), b.size()));
-}
-
 } // namespace
 
 Header encode_header(Frame type, std::size_t payload_size)
 {
     Header h{};
-    std::memcpy(h.data(), magic.data(), magic.size());
-    const auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
-        wire::put_le(h.data() + at, v, n);
-    };
-    put(4, bootstrap_version, 2);
-    put(6, static_cast<std::uint16_t>(type), 2);
-    put(8, payload_size, 4);
+    wire::Placer(h)
+        .raw(std::as_bytes(std::span(magic)))
+        .u16(bootstrap_version)
+        .u16(static_cast<std::uint16_t>(type))
+        .u32(static_cast<std::uint32_t>(payload_size));
     return h;
 }
 
@@ -53,8 +46,10 @@ FrameHead decode_header(std::span<const std::byte, header_size> h, std::string_v
                                        std::to_integer<unsigned>(h[2]),
                                        std::to_integer<unsigned>(h[3]), printable));
     }
-    const std::uint32_t version = le(h.subspan(4, 2));
-    const FrameHead head{le(h.subspan(6, 2)), le(h.subspan(8, 4))};
+    wire::Reader fields(h.subspan(magic.size()), "frame header"); // its size is fixed
+    const std::uint16_t version = fields.u16();
+    const std::uint16_t type = fields.u16();
+    const FrameHead head{type, fields.u32()};
     if (version != bootstrap_version)
         side_fail(-EPROTO, fmt::format("version mismatch: {} speaks weft bootstrap v{}, this "
                                        "program speaks v{}: run the same weft version on both sides",
@@ -83,12 +78,10 @@ void check_frame(const FrameHead& head, Frame expected, std::span<const std::byt
 
 std::vector<std::byte> hello_payload(bool requires_secret)
 {
-    const std::string_view v = weft::version;
-    std::vector<std::byte> out(4 + v.size());
-    const std::uint32_t flags = requires_secret ? hello_requires_secret : 0;
-    wire::put_le(out.data(), flags, 4);
-    std::memcpy(out.data() + 4, v.data(), v.size());
-    return out;
+    wire::Writer out;
+    out.u32(requires_secret ? hello_requires_secret : 0);
+    out.raw(weft::version);
+    return out.data();
 }
 
 void check_hello(std::span<const std::byte> payload, bool have_secret, std::string_view peer)
@@ -97,7 +90,7 @@ void check_hello(std::span<const std::byte> payload, bool have_secret, std::stri
         side_fail(-EPROTO, fmt::format("{} sent a {} B hello (at least 4 B expected): garbage on the "
                                        "side channel",
                                        peer, payload.size()));
-    const bool peer_requires = (le(payload.first(4)) & hello_requires_secret) != 0;
+    const bool peer_requires = (wire::get_le(payload.data(), 4) & hello_requires_secret) != 0;
     if (peer_requires && !have_secret)
         side_fail(-FI_EACCES, fmt::format("{} requires a shared secret and this side has none: set "
                                           "Options::secret (or WEFT_SECRET) to the peer's secret",

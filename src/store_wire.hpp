@@ -71,7 +71,7 @@ inline std::vector<std::byte> encode(const Request& r)
     if (r.op == Op::set || r.op == Op::set_owned)
         w.bytes(r.value);
     else if (r.op == Op::add)
-        w.u64(static_cast<std::uint64_t>(r.delta));
+        w.i64(r.delta);
     else if (has_keys(r.op)) {
         w.u32(static_cast<std::uint32_t>(r.keys.size()));
         for (const std::string& k : r.keys)
@@ -82,7 +82,7 @@ inline std::vector<std::byte> encode(const Request& r)
 
 inline Request decode_request(std::span<const std::byte> payload)
 {
-    wire::Reader in(payload, "store request");
+    wire::Reader in(payload, "store request", "TCP store");
     Request r;
     r.id = in.u32();
     const auto op = in.u8();
@@ -97,7 +97,7 @@ inline Request decode_request(std::span<const std::byte> payload)
     if (r.op == Op::set || r.op == Op::set_owned)
         r.value = in.bytes();
     else if (r.op == Op::add)
-        r.delta = static_cast<std::int64_t>(in.u64());
+        r.delta = in.i64();
     else if (has_keys(r.op)) {
         const std::uint32_t n = in.u32();
         for (std::uint32_t i = 0; i < n; ++i)
@@ -129,7 +129,7 @@ inline std::vector<std::byte> encode(const Answer& a, Op op)
     if (has_value(op, a.status))
         w.bytes(a.value);
     else if (op == Op::add)
-        w.u64(static_cast<std::uint64_t>(a.sum));
+        w.i64(a.sum);
     return w.data();
 }
 
@@ -137,13 +137,13 @@ inline std::vector<std::byte> encode(const Answer& a, Op op)
 /// request has another op's layout).
 inline std::uint32_t answer_id(std::span<const std::byte> payload)
 {
-    wire::Reader in(payload, "store answer");
+    wire::Reader in(payload, "store answer", "TCP store");
     return in.u32();
 }
 
 inline Answer decode_answer(std::span<const std::byte> payload, Op op)
 {
-    wire::Reader in(payload, "store answer");
+    wire::Reader in(payload, "store answer", "TCP store");
     Answer a;
     a.id = in.u32();
     const auto status = in.u8();
@@ -155,7 +155,7 @@ inline Answer decode_answer(std::span<const std::byte> payload, Op op)
     if (has_value(op, a.status))
         a.value = in.bytes();
     else if (op == Op::add)
-        a.sum = static_cast<std::int64_t>(in.u64());
+        a.sum = in.i64();
     in.finish();
     return a;
 }

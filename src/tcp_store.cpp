@@ -229,7 +229,7 @@ TcpStore::get_now(std::span<const std::string> keys)
         for (std::size_t j = 0; j < n; ++j)
             r.keys.push_back(keys[ask[j]]);
         const auto a = call("Store::get", std::move(r), {}, Deadline::never());
-        wire::Reader in(a.value, "store get_each answer");
+        wire::Reader in(a.value, "store get_each answer", "TCP store");
         std::vector<std::size_t> again;
         for (std::size_t j = 0; j < n; ++j) {
             const auto mark = in.u8();

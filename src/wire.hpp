@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: MIT
-// Little-endian field encoding for bootstrap payloads, with bounds-checked reads.
+// weft's one little-endian codec: every byte layout weft puts on a wire (the
+// side channel's frames and payloads, RemoteRegion, NodeAddress, the framed
+// messages' header, the hello and its credit block, the TCP store's requests)
+// is written with Writer (a growing buffer) or Placer (in place, into a
+// buffer sized already: a registered slot, a fixed array) and read with
+// Reader (bounds-checked) or get_le (a layout whose size was checked).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -33,15 +40,27 @@ inline std::uint64_t get_le(const std::byte* p, std::size_t n) noexcept
     return v;
 }
 
+inline std::span<const std::byte> as_bytes(std::string_view s) noexcept
+{
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+/// Fields appended to a growing buffer.
 class Writer {
 public:
     void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
+    void u16(std::uint16_t v) { put(v, 2); }
     void u32(std::uint32_t v) { put(v, 4); }
     void u64(std::uint64_t v) { put(v, 8); }
+    void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v), 8); }
+    /// Bytes as they are, no length in front (a magic, a trailing field).
+    void raw(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+    void raw(std::string_view s) { raw(as_bytes(s)); }
+    /// A u32 length, then the bytes.
     void bytes(std::span<const std::byte> b)
     {
         u32(static_cast<std::uint32_t>(b.size()));
-        out_.insert(out_.end(), b.begin(), b.end());
+        raw(b);
     }
     void str(std::string_view s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
     const std::vector<std::byte>& data() const noexcept { return out_; }
@@ -58,20 +77,65 @@ private:
     std::vector<std::byte> out_;
 };
 
+/// Fields written in place, into a buffer its caller sized for them: no
+/// allocation, no throw (writing past its end is a bug: asserted).
+class Placer {
+public:
+    explicit Placer(std::span<std::byte> out) noexcept : out_(out) {}
+    Placer& u8(std::uint8_t v) noexcept { return put(v, 1); }
+    Placer& u16(std::uint16_t v) noexcept { return put(v, 2); }
+    Placer& u32(std::uint32_t v) noexcept { return put(v, 4); }
+    Placer& u64(std::uint64_t v) noexcept { return put(v, 8); }
+    Placer& raw(std::span<const std::byte> b) noexcept
+    {
+        assert(pos_ + b.size() <= out_.size());
+        std::copy(b.begin(), b.end(), out_.begin() + static_cast<std::ptrdiff_t>(pos_));
+        pos_ += b.size();
+        return *this;
+    }
+    /// Bytes written so far.
+    std::size_t size() const noexcept { return pos_; }
+
+private:
+    Placer& put(std::uint64_t v, std::size_t n) noexcept
+    {
+        assert(pos_ + n <= out_.size());
+        put_le(out_.data() + pos_, v, n);
+        pos_ += n;
+        return *this;
+    }
+    std::span<std::byte> out_;
+    std::size_t pos_ = 0;
+};
+
+/// Fields read from bytes a peer sent: each read checks that they are there.
+/// A short or over-long message is an Error of `call` naming `what`.
 class Reader {
 public:
-    Reader(std::span<const std::byte> in, std::string_view what) : in_(in), what_(what) {}
+    Reader(std::span<const std::byte> in, std::string_view what,
+           std::string_view call = "bootstrap")
+        : in_(in), what_(what), call_(call)
+    {
+    }
     std::uint8_t u8() { return static_cast<std::uint8_t>(get(1)); }
+    std::uint16_t u16() { return static_cast<std::uint16_t>(get(2)); }
     std::uint32_t u32() { return static_cast<std::uint32_t>(get(4)); }
     std::uint64_t u64() { return get(8); }
-    std::vector<std::byte> bytes()
+    std::int64_t i64() { return static_cast<std::int64_t>(get(8)); }
+    /// The next `n` bytes as they are.
+    std::span<const std::byte> raw(std::size_t n)
     {
-        const std::uint32_t n = u32();
         need(n);
-        std::vector<std::byte> out(in_.begin() + static_cast<std::ptrdiff_t>(pos_),
-                                   in_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+        const auto out = in_.subspan(pos_, n);
         pos_ += n;
         return out;
+    }
+    /// Every byte not read yet.
+    std::span<const std::byte> rest() { return raw(in_.size() - pos_); }
+    std::vector<std::byte> bytes()
+    {
+        const auto b = raw(u32());
+        return {b.begin(), b.end()};
     }
     std::string str()
     {
@@ -83,7 +147,7 @@ public:
     void finish() const
     {
         if (pos_ != in_.size())
-            throw Error("bootstrap", -EPROTO, "",
+            throw Error(std::string(call_), -EPROTO, "",
                         std::string("the peer's ") + std::string(what_) + " message has " +
                             std::to_string(in_.size() - pos_) +
                             " trailing bytes: the peer is not a weft program of this version, "
@@ -94,7 +158,7 @@ private:
     void need(std::size_t n)
     {
         if (in_.size() - pos_ < n)
-            throw Error("bootstrap", -EPROTO, "",
+            throw Error(std::string(call_), -EPROTO, "",
                         std::string("the peer's ") + std::string(what_) +
                             " message is truncated: the peer is not a weft program of this "
                             "version, or the data is corrupt");
@@ -108,6 +172,7 @@ private:
     }
     std::span<const std::byte> in_;
     std::string_view what_;
+    std::string_view call_;
     std::size_t pos_ = 0;
 };
 

@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: MIT
-// RemoteRegion's wire format and bounds checks, without any fabric.
+// weft's wire formats (its one codec, RemoteRegion, NodeAddress) and bounds
+// checks, without any fabric.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
 #include "weft/error.hpp"
 #include "weft/node_address.hpp"
 #include "weft/remote_region.hpp"
+#include "wire.hpp"
 
 using namespace weft;
 
@@ -205,4 +211,68 @@ TEST_CASE("wire: a Node address round-trips, and each defect is named", "[unit][
     CHECK_THROWS_AS(NodeAddress(EndpointKind::msg, "tcp", 1, 0, {}), UsageError);
     CHECK_THROWS_AS(NodeAddress(EndpointKind::msg, "tcp", 1, 0, std::vector<std::byte>(2000)),
                     UsageError);
+}
+
+TEST_CASE("wire: the one codec writes little-endian in place or appended, and a short or "
+          "long message is an error naming its call and what it was",
+          "[unit][wire]")
+{
+    const std::array<std::byte, 4> magic = {std::byte{'T'}, std::byte{'E'}, std::byte{'S'},
+                                            std::byte{'T'}};
+    wire::Writer w;
+    w.raw(magic);
+    w.u8(0x01);
+    w.u16(0x0302);
+    w.u32(0x07060504);
+    w.u64(0x0f0e0d0c0b0a0908ull);
+    w.i64(-2);
+    w.str("ab");
+    w.raw("cd");
+    const std::vector<std::byte>& bytes = w.data();
+    REQUIRE(bytes.size() == 4 + 1 + 2 + 4 + 8 + 8 + 4 + 2 + 2);
+    // Every integer's low byte first: 0x01, 0x02 .. 0x0f in order after the magic.
+    for (int i = 0; i < 15; ++i)
+        CHECK(std::to_integer<int>(bytes[4 + static_cast<std::size_t>(i)]) == i + 1);
+    CHECK(std::to_integer<int>(bytes[19]) == 0xfe); // -2: two's complement
+    CHECK(std::to_integer<int>(bytes[26]) == 0xff);
+
+    // The same fields placed into a buffer of their size: the same bytes.
+    std::vector<std::byte> placed(4 + 1 + 2 + 4 + 8);
+    wire::Placer p(placed);
+    p.raw(magic).u8(0x01).u16(0x0302).u32(0x07060504).u64(0x0f0e0d0c0b0a0908ull);
+    CHECK(p.size() == placed.size());
+    CHECK(std::equal(placed.begin(), placed.end(), bytes.begin()));
+
+    wire::Reader r(bytes, "test message", "a test");
+    CHECK(std::ranges::equal(r.raw(4), magic));
+    CHECK(r.u8() == 0x01);
+    CHECK(r.u16() == 0x0302);
+    CHECK(r.u32() == 0x07060504);
+    CHECK(r.u64() == 0x0f0e0d0c0b0a0908ull);
+    CHECK(r.i64() == -2);
+    CHECK(r.str() == "ab");
+    CHECK(r.rest().size() == 2);
+    CHECK_NOTHROW(r.finish());
+
+    // Truncated: a length that runs past the end.
+    const std::vector<std::byte> cut(bytes.begin(), bytes.begin() + 30);
+    wire::Reader short_one(cut, "test message", "a test");
+    (void)short_one.raw(27);
+    try {
+        (void)short_one.str();
+        FAIL("a read past the end returned");
+    } catch (const Error& e) {
+        CHECK(e.call() == "a test");
+        CHECK(e.code() == -EPROTO);
+        CHECK_THAT(e.what(), Catch::Contains("test message") && Catch::Contains("truncated"));
+    }
+    // Trailing bytes: garbage too.
+    wire::Reader long_one(bytes, "test message", "a test");
+    (void)long_one.raw(10);
+    try {
+        long_one.finish();
+        FAIL("trailing bytes were taken");
+    } catch (const Error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("trailing bytes"));
+    }
 }
