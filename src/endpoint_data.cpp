@@ -135,10 +135,9 @@ void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t 
 
 void Endpoint::await_fence(Deadline deadline, const char* what)
 {
-    std::uint32_t spins = 0;
-    while (!fence_done_) {
-        q_->stash_some();
-        if ((++spins & 255u) == 0 && deadline.expired())
+    detail::spin_until(
+        deadline, [&] { return fence_done_; }, [&] { q_->stash_some(); },
+        [&] {
             detail::throw_error(
                 "wait", -FI_ETIMEDOUT, provider(),
                 fmt::format("{} never completed{}", what,
@@ -147,7 +146,7 @@ void Endpoint::await_fence(Deadline deadline, const char* what)
                                   "completion queue, so the peer must poll or run a progress "
                                   "thread (Progress::automatic); or the peer is gone"
                                 : ": is the peer alive?"));
-    }
+        });
 }
 
 void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)

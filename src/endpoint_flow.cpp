@@ -116,28 +116,24 @@ void Endpoint::expect_hello(Deadline deadline, bool initiator)
     hello_.initiator = initiator;
     hello_.connected = true;
     hello_.since = std::chrono::steady_clock::now();
-    std::uint32_t spins = 0;
-    while (hello_.awaiting) {
-        q_->stash_some();
-        if ((++spins & 255u) != 0)
-            continue;
-        if (deadline.expired())
+    detail::spin_until(
+        deadline, [&] { return !hello_.awaiting; }, [&] { q_->stash_some(); },
+        [&] {
             detail::throw_error("connect", -FI_ETIMEDOUT, provider(),
                                 "connected, but the peer never sent weft's hello: is it a weft "
                                 "peer of the same version?");
-        nudge_if_due();
-    }
+        },
+        [&] { nudge_if_due(); });
 }
 
 void Endpoint::take_credit()
 {
     if (!credits_.on() || credits_.try_take()) [[likely]]
         return;
-    const auto deadline = Deadline::after(post_timeout_);
-    std::uint32_t spins = 0;
-    while (!credits_.try_take()) {
-        q_->stash_some();
-        if ((++spins & 255u) == 0 && deadline.expired())
+    detail::spin_until(
+        Deadline::after(post_timeout_), [&] { return credits_.try_take(); },
+        [&] { q_->stash_some(); },
+        [&] {
             detail::throw_error(
                 "send", -FI_ETIMEDOUT, provider(),
                 fmt::format("all {} of the peer's receive slots are in use and it has freed none "
@@ -147,7 +143,7 @@ void Endpoint::take_credit()
                             credits_.peer_slots(),
                             std::chrono::duration_cast<std::chrono::milliseconds>(post_timeout_)
                                 .count()));
-    }
+        });
 }
 
 void Endpoint::grant_credits()

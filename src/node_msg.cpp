@@ -79,9 +79,7 @@ void Node::connect(std::span<const PeerId> peers, Deadline deadline)
             connect_msg(peer);
     const bool late = deadline.expired();
     std::size_t done = 0; // peers[0, done) are connected
-    for (std::uint32_t spins = 1;; ++spins) {
-        events();
-        q_->stash_some(); // the hellos arrive as completions
+    const auto all_ready = [&] {
         for (; done < peers.size(); ++done) {
             const PeerId peer = peers[done];
             const PeerEntry& now = peers_[peer.index];
@@ -93,11 +91,17 @@ void Node::connect(std::span<const PeerId> peers, Deadline deadline)
             if (now.state == PeerEntry::State::removed)
                 throw UsageError("Node::connect", -FI_EINVAL, std::string(provider()),
                                  fmt::format("peer {} was removed while connecting", peer.index));
-            break;
+            return false;
         }
-        if (done == peers.size())
-            return;
-        if ((spins & 255u) == 0 && deadline.expired())
+        return true;
+    };
+    detail::spin_until(
+        deadline, all_ready,
+        [&] {
+            events();
+            q_->stash_some(); // the hellos arrive as completions
+        },
+        [&] {
             detail::throw_error(
                 "Node::connect", -FI_ETIMEDOUT, provider(),
                 late ? "the deadline had already passed when the connect began"
@@ -106,7 +110,7 @@ void Node::connect(std::span<const PeerId> peers, Deadline deadline)
                                    "accepts and greets connections while it polls, waits, or "
                                    "progresses)?",
                                    peers[done].index, done, peers.size()));
-    }
+        });
 }
 
 void Node::connect_msg(PeerId peer)
