@@ -45,6 +45,11 @@ bool is_layered(std::string_view fi_prov_name) noexcept
     return fi_prov_name.find(';') != std::string_view::npos;
 }
 
+bool selective_completion(std::string_view fi_prov_name) noexcept
+{
+    return !is_layered(fi_prov_name) && traits_for(fi_prov_name).selective_completion;
+}
+
 std::string_view path_for(const Traits& t, EndpointKind kind)
 {
     return kind == EndpointKind::msg ? t.msg_path : t.rdm_path;

@@ -48,6 +48,9 @@ struct Traits {
     bool dead_peer_blocks_endpoint = false;
     bool dead_peer_can_hang_calls = false;
     bool reads_overtake_queued_writes = false;
+    /// Takes FI_COMPLETION as a default op flag, so that only the operations
+    /// that ask complete (verbs refuses it: -FI_ENODATA).
+    bool selective_completion = true;
     /// Optional probe run before fi_getinfo (verbs: is any port ACTIVE?).
     Availability (*probe)() = nullptr;
     /// Optional set-up before libfabric initialises its providers (the first
@@ -104,6 +107,10 @@ Request parse_request(std::string_view name, const EndpointKind* kind);
 /// True for a utility layer over a core provider ("tcp;ofi_rxm"): RMA is
 /// checked by the core, which keeps its own mr_mode.
 bool is_layered(std::string_view fi_prov_name) noexcept;
+/// Whether endpoints of `fi_prov_name` complete selectively: the core's
+/// record says so, and no utility layer is over it (ofi_rxm over verbs never
+/// returns the transmit credit of an unsignaled write: measured on siw).
+bool selective_completion(std::string_view fi_prov_name) noexcept;
 
 /// The fi_getinfo provider name for a kind ("" if the provider has no such endpoint).
 std::string_view path_for(const Traits& t, EndpointKind kind);

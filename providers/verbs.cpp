@@ -208,6 +208,7 @@ const Traits verbs = {
     .msg_path = "verbs",
     .rdm_path = "verbs;ofi_rxm",
     .preferred = EndpointKind::msg,
+    .selective_completion = false,
     .probe = verbs_probe,
     .prepare = verbs_prepare,
     .describe = verbs_describe,

@@ -18,19 +18,18 @@ std::atomic<std::size_t> abandoned_count{0};
 void ActiveEndpoint::open(Info owned)
 {
     fi_info* info = info_.emplace(std::move(owned)).get();
-    // Completions are selective where the provider takes FI_COMPLETION as a
-    // default op flag (Endpoint::write_batch then asks for one every N
-    // writes; the plain calls keep generating them). verbs refuses it
-    // (-FI_ENODATA), and ofi_rxm over verbs never returns the transmit credit
-    // of an unsignaled write (measured on siw: -FI_EAGAIN for good): there
+    // Completions are selective where the provider's record says it takes
+    // FI_COMPLETION as a default op flag (Endpoint::write_batch then asks for
+    // one every N writes; the plain calls keep generating them); elsewhere
     // every operation completes, and weft drops the unsignaled ones itself.
+    // A provider without a record is tried, and opened again without.
     const auto tx_flags = info->tx_attr->op_flags;
     const auto rx_flags = info->rx_attr->op_flags;
     fid_ep* raw = nullptr;
     detail::check(providers::before_endpoint(provider(), info), "set-up before fi_endpoint",
                   provider());
     int ret = -FI_ENODATA;
-    if (!providers::is_layered(provider())) {
+    if (providers::selective_completion(provider())) {
         info->tx_attr->op_flags |= FI_COMPLETION;
         info->rx_attr->op_flags |= FI_COMPLETION;
         ret = fi_endpoint(domain_->get(), info, &raw, nullptr);
