@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// The side channel's wire from the outside, for its tests: a raw TCP server
+// that runs a script on its first connection, hand-made frames (an oracle
+// written apart from src/side_wire.cpp), and the error a connect ends with.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "weft/bootstrap.hpp"
+#include "weft/detail/fd.hpp"
+#include "weft/error.hpp"
+
+namespace weft::test {
+
+using namespace std::chrono_literals;
+
+/// A raw TCP server on 127.0.0.1 that runs `script` on the first connection.
+class RawServer {
+public:
+    template <class F>
+    explicit RawServer(F script)
+    {
+        fd_.reset(::socket(AF_INET, SOCK_STREAM, 0));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(::listen(fd_.get(), 1) == 0);
+        socklen_t len = sizeof a;
+        getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+        port_ = ntohs(a.sin_port);
+        thread_ = std::thread([this, script] {
+            const int c = ::accept(fd_.get(), nullptr, nullptr);
+            if (c >= 0) {
+                script(c);
+                ::close(c);
+            }
+        });
+    }
+    ~RawServer() { thread_.join(); }
+    std::uint16_t port() const { return port_; }
+
+private:
+    detail::Fd fd_;
+    std::uint16_t port_ = 0;
+    std::thread thread_;
+};
+
+inline void send_all(int fd, const void* p, std::size_t n) { (void)!::send(fd, p, n, MSG_NOSIGNAL); }
+
+inline std::string connect_error(std::uint16_t port, std::chrono::seconds d = 5s)
+{
+    try {
+        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(d));
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(connected)";
+}
+
+inline std::string connect_error_with(std::uint16_t port, const std::string& secret)
+{
+    try {
+        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(5s), secret);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(connected)";
+}
+
+
+/// A frame header for `type` with `len` payload bytes, in this version.
+inline std::array<unsigned char, 12> header(Frame type, std::uint32_t len)
+{
+    std::array<unsigned char, 12> h = {'W', 'E', 'F', 'T', bootstrap_version, 0,
+                                       static_cast<unsigned char>(type), 0};
+    for (int i = 0; i < 4; ++i)
+        h[8 + static_cast<std::size_t>(i)] = static_cast<unsigned char>(len >> (8 * i));
+    return h;
+}
+
+/// Sends a hello frame with `flags`.
+inline void raw_hello(int fd, std::uint32_t flags)
+{
+    const auto h = header(Frame::hello, 8);
+    send_all(fd, h.data(), h.size());
+    const unsigned char body[8] = {static_cast<unsigned char>(flags), 0, 0, 0, 'r', 'a', 'w', '!'};
+    send_all(fd, body, sizeof body);
+}
+
+/// Reads one frame; its type, or -1 when the peer closed.
+inline int read_frame(int fd)
+{
+    unsigned char h[12];
+    if (::recv(fd, h, sizeof h, MSG_WAITALL) != 12)
+        return -1;
+    const std::uint32_t len = h[8] | (h[9] << 8) | (h[10] << 16) | (std::uint32_t(h[11]) << 24);
+    std::vector<unsigned char> body(len);
+    if (len && ::recv(fd, body.data(), len, MSG_WAITALL) != static_cast<ssize_t>(len))
+        return -1;
+    return h[6] | (h[7] << 8);
+}
+
+/// Reads frames until the peer closes; returns their types.
+inline std::vector<unsigned> frames_until_close(int fd)
+{
+    std::vector<unsigned> types;
+    for (int t; (t = read_frame(fd)) >= 0;)
+        types.push_back(static_cast<unsigned>(t));
+    return types;
+}
+
+inline const std::string secret_a = "correct horse battery staple 42";
+inline const std::string secret_b = "an entirely different secret!!!";
+
+
+} // namespace weft::test
