@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpus.hpp"
+#include "fork_pair.hpp"
 #include "sizes.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -396,93 +397,19 @@ int run_forked(const Config& cfg, std::size_t listeners,
             std::fprintf(stderr, "bench: %s\n", plan.why_not.c_str());
         pin = plan.cpus;
     }
-    // The client's CPU first: the child inherits it, then moves to its own.
-    if (pin)
-        if (const auto err = tool::pin_to(pin->client); !err.empty())
-            throw std::runtime_error(err);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        throw std::runtime_error("pipe2 failed");
-    std::fflush(stdout);
-    const pid_t pid = fork(); // before any libfabric call in this process
-    if (pid == 0) {
-        close(fds[0]);
-        int status = 0;
-        try {
-            if (pin)
-                if (const auto err = tool::pin_to(pin->server); !err.empty())
-                    throw std::runtime_error(err);
+    return tool::fork_pair(
+        host, cfg.timeout, pin,
+        [&](const tool::Announce& announce) {
             std::vector<SideListener> ls;
-            std::string msg = "P";
+            std::vector<std::uint16_t> ports;
             for (std::size_t i = 0; i < listeners; ++i) {
                 ls.emplace_back(host, 0);
-                msg += fmt::format("{}{}", i ? "," : "", ls.back().port());
+                ports.push_back(ls.back().port());
             }
-            msg += "\n";
-            (void)!write(fds[1], msg.data(), msg.size());
+            announce(ports);
             serve(ls);
-        } catch (const std::exception& e) {
-            const auto msg = fmt::format("E{}", e.what());
-            (void)!write(fds[1], msg.data(), msg.size());
-            status = 1;
-        }
-        close(fds[1]);
-        std::fflush(nullptr);
-        _exit(status);
-    }
-    close(fds[1]);
-    std::string line;
-    char ch = 0;
-    const auto deadline = Deadline::after(cfg.timeout);
-    while (line.empty() || line[0] == 'E' || line.back() != '\n') {
-        pollfd p{fds[0], POLLIN, 0};
-        if (::poll(&p, 1, deadline.remaining_ms()) <= 0 || read(fds[0], &ch, 1) != 1)
-            break;
-        line += ch;
-    }
-    auto reap = [&] {
-        int st = 0;
-        const auto until = Deadline::after(cfg.timeout);
-        while (waitpid(pid, &st, WNOHANG) == 0) {
-            if (until.expired()) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &st, 0);
-                return 1;
-            }
-            std::this_thread::sleep_for(milliseconds(5));
-        }
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    };
-    if (line.empty() || line[0] != 'P') {
-        close(fds[0]);
-        kill(pid, SIGKILL);
-        reap();
-        throw std::runtime_error(line.empty() ? "the server process did not start"
-                                              : "server: " + line.substr(1));
-    }
-    std::vector<std::string> host_ports;
-    for (std::size_t pos = 1; pos < line.size() - 1;) {
-        const std::size_t end = std::min(line.find(',', pos), line.size() - 1);
-        host_ports.push_back(host + ":" + line.substr(pos, end - pos));
-        pos = end + 1;
-    }
-    int status = 0;
-    try {
-        status = drive(host_ports);
-    } catch (...) {
-        line.clear();
-        while (read(fds[0], &ch, 1) == 1)
-            line += ch;
-        close(fds[0]);
-        kill(pid, SIGKILL);
-        reap();
-        if (line.size() > 1 && line[0] == 'E')
-            throw std::runtime_error("server: " + line.substr(1));
-        throw;
-    }
-    close(fds[0]);
-    const int child = reap();
-    return status ? status : child;
+        },
+        drive);
 }
 
 int run_both(const Config& cfg, const Factory& factory)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The tools' shared pieces on their own: the size syntax every size option
-// takes (examples/pingpong/sizes.hpp) and the CPU oversubscription verdict
-// (examples/pingpong/cpus.hpp).
+// takes (src/tool/sizes.hpp) and the CPU oversubscription verdict
+// (src/tool/cpus.hpp).
 #include <catch2/catch.hpp>
 
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cpus.hpp"
+#include "fork_pair.hpp"
 #include "sizes.hpp"
 #include "weft/weft.hpp"
 
@@ -318,8 +319,8 @@ int run_client(const Config& cfg)
     return client(c, cfg, fmt::format("client of {}", cfg.connect));
 }
 
-// Both ends on this machine: the server in a child process forked before any
-// libfabric call (forking after verbs initialisation is unsafe), the client here.
+// Both ends on this machine: the server in a child process (tool::fork_pair),
+// the client here.
 int run_both(const Config& cfg)
 {
     // Loopback unless --bind names the interface (an RDMA device's address).
@@ -336,91 +337,20 @@ int run_both(const Config& cfg)
                                 "client on CPU {})",
                                 pinned->server, pinned->client);
     }
-    // The client's CPU first: the child inherits it, then moves to its own.
-    if (pinned)
-        if (const auto err = tool::pin_to(pinned->client); !err.empty())
-            throw std::runtime_error(err);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        throw std::runtime_error("pipe2 failed");
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid < 0)
-        throw std::runtime_error("fork failed");
-    if (pid == 0) {
-        close(fds[0]);
-        int status = 0;
-        try {
-            if (pinned)
-                if (const auto err = tool::pin_to(pinned->server); !err.empty())
-                    throw std::runtime_error(err);
+    return tool::fork_pair(
+        host, cfg.timeout, pinned,
+        [&](const tool::Announce& announce) {
             Server server(cfg.options, host, 0);
-            const auto msg = fmt::format("P{}\n", server.port());
-            (void)!write(fds[1], msg.data(), msg.size());
+            const std::uint16_t port = server.port();
+            announce(std::span(&port, 1));
             std::shared_ptr<MemoryRegion> region;
             Connection c = server.accept(Deadline::after(cfg.timeout));
             serve(c, cfg, region);
-        } catch (const std::exception& e) {
-            const auto msg = fmt::format("E{}", e.what()); // the rest of the pipe, until EOF
-            (void)!write(fds[1], msg.data(), msg.size());
-            status = 1;
-        }
-        close(fds[1]);
-        std::fflush(nullptr);
-        _exit(status);
-    }
-    close(fds[1]);
-    // The child says either its port or why it could not serve.
-    std::string line;
-    const auto deadline = Deadline::after(cfg.timeout);
-    char ch = 0;
-    while ((line.empty() || line[0] == 'E' || line.back() != '\n')) {
-        pollfd p{fds[0], POLLIN, 0};
-        if (::poll(&p, 1, deadline.remaining_ms()) <= 0 || read(fds[0], &ch, 1) != 1)
-            break;
-        line += ch;
-    }
-    auto reap = [&](bool force) {
-        if (force)
-            kill(pid, SIGKILL);
-        int st = 0;
-        const auto until = Deadline::after(cfg.timeout);
-        while (waitpid(pid, &st, WNOHANG) == 0) {
-            if (until.expired()) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &st, 0);
-                return 1;
-            }
-            std::this_thread::sleep_for(milliseconds(5));
-        }
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    };
-    if (line.empty() || line[0] != 'P') {
-        close(fds[0]);
-        reap(line.empty());
-        throw std::runtime_error(line.empty() ? "the server process did not start in time"
-                                              : "server: " + line.substr(1));
-    }
-    const std::string port = line.substr(1, line.size() - 2);
-    int status = 0;
-    try {
-        Connection c = Connection::connect(host + ":" + port, cfg.options,
-                                           Deadline::after(cfg.timeout));
-        status = client(c, cfg, where);
-    } catch (...) {
-        // Prefer the server's explanation when it has one.
-        line.clear();
-        while (read(fds[0], &ch, 1) == 1)
-            line += ch;
-        close(fds[0]);
-        reap(false);
-        if (line.size() > 1 && line[0] == 'E')
-            throw std::runtime_error("server: " + line.substr(1));
-        throw;
-    }
-    close(fds[0]);
-    const int child = reap(false);
-    return status != 0 ? status : child;
+        },
+        [&](const std::vector<std::string>& at) {
+            Connection c = Connection::connect(at[0], cfg.options, Deadline::after(cfg.timeout));
+            return client(c, cfg, where);
+        });
 }
 
 } // namespace
