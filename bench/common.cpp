@@ -116,17 +116,6 @@ std::uint64_t fit_budget(const Config& cfg, std::size_t size, std::initializer_l
     return cap;
 }
 
-std::string size_str(double v)
-{
-    if (v >= (1ull << 30))
-        return fmt::format("{:.4g}g", v / (1ull << 30));
-    if (v >= (1 << 20))
-        return fmt::format("{:.4g}m", v / (1 << 20));
-    if (v >= 1024)
-        return fmt::format("{:.4g}k", v / 1024);
-    return fmt::format("{:g}", v);
-}
-
 double mb_per_s(const Row& r)
 {
     return static_cast<double>(r.iterations) * r.transfers_per_iteration *
@@ -293,9 +282,9 @@ void print_row(const Row& row)
 {
     const double x = static_cast<double>(row.iterations) * row.transfers_per_iteration;
     std::printf("%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.3f",
-                size_str(static_cast<double>(row.size)).c_str(),
-                size_str(static_cast<double>(row.iterations)).c_str(),
-                size_str(x * static_cast<double>(row.size)).c_str(), row.seconds, mb_per_s(row),
+                tool::size_text(static_cast<double>(row.size)).c_str(),
+                tool::size_text(static_cast<double>(row.iterations)).c_str(),
+                tool::size_text(x * static_cast<double>(row.size)).c_str(), row.seconds, mb_per_s(row),
                 usec_per_xfer(row), x / row.seconds / 1e6);
     if (row.spread)
         std::printf("%10.2f%10.2f%10.2f%10.2f", row.spread->min, row.spread->median,
@@ -506,8 +495,8 @@ int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
         }
         const double r = quantile(ratio, 0.5), q1 = quantile(ratio, 0.25), q3 = quantile(ratio, 0.75);
         if (!cfg.json) {
-            std::printf("%-10s%-8s%14.3f%14.3f%10.3f%20s\n", size_str(static_cast<double>(size)).c_str(),
-                        size_str(static_cast<double>(iters)).c_str(), quantile(va, 0.5),
+            std::printf("%-10s%-8s%14.3f%14.3f%10.3f%20s\n", tool::size_text(static_cast<double>(size)).c_str(),
+                        tool::size_text(static_cast<double>(iters)).c_str(), quantile(va, 0.5),
                         quantile(vb, 0.5), r, fmt::format("[{:.3f}, {:.3f}]", q1, q3).c_str());
             std::fflush(stdout);
         }

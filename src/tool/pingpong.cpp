@@ -83,17 +83,6 @@ std::vector<std::size_t> sweep(std::size_t lo, std::size_t hi)
     return out;
 }
 
-std::string size_str(double v)
-{
-    if (v >= (1ull << 30))
-        return fmt::format("{:.4g}g", v / (1ull << 30));
-    if (v >= (1 << 20))
-        return fmt::format("{:.4g}m", v / (1 << 20));
-    if (v >= 1024)
-        return fmt::format("{:.4g}k", v / 1024);
-    return fmt::format("{:g}", v);
-}
-
 // A round: the client tells the server how many iterations of which size come.
 struct Plan {
     std::uint64_t size = 0; // 0 ends the session
@@ -259,8 +248,8 @@ void print_row(std::FILE* out, const Row& r, int xfers_per_iter)
     const double xfers = static_cast<double>(r.iterations) * xfers_per_iter;
     const double bytes = xfers * static_cast<double>(r.size);
     std::fprintf(out, "%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.2f\n",
-                 size_str(static_cast<double>(r.size)).c_str(),
-                 size_str(static_cast<double>(r.iterations)).c_str(), size_str(bytes).c_str(),
+                 tool::size_text(static_cast<double>(r.size)).c_str(),
+                 tool::size_text(static_cast<double>(r.iterations)).c_str(), tool::size_text(bytes).c_str(),
                  r.seconds, bytes / r.seconds / 1e6, r.seconds * 1e6 / xfers,
                  xfers / r.seconds / 1e6);
     std::fflush(out);

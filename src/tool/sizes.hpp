@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 namespace weft::tool {
 
@@ -231,6 +232,19 @@ CLI::Option* add_count_option(CLI::App& app, const std::string& names, T& target
             },
             description)
         ->type_name("N");
+}
+
+/// A size or count for a results column, in the units parse_size reads:
+/// "512", "4k", "1.5m", "2g".
+inline std::string size_text(double v)
+{
+    if (v >= (1ull << 30))
+        return fmt::format("{:.4g}g", v / (1ull << 30));
+    if (v >= (1 << 20))
+        return fmt::format("{:.4g}m", v / (1 << 20));
+    if (v >= 1024)
+        return fmt::format("{:.4g}k", v / 1024);
+    return fmt::format("{:g}", v);
 }
 
 } // namespace weft::tool
