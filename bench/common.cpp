@@ -1,12 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "common.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -21,7 +17,6 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -379,15 +374,8 @@ int run_forked(const Config& cfg, std::size_t listeners,
 {
     const std::string host = cfg.node.empty() ? "127.0.0.1" : cfg.node;
     tool::warn_if_oversubscribed("bench", busy_ends(cfg.pattern));
-    std::optional<tool::CpuPair> pin;
-    if (cfg.pin) {
-        const tool::PinPlan plan = tool::plan_pinning();
-        if (!plan.cpus)
-            std::fprintf(stderr, "bench: %s\n", plan.why_not.c_str());
-        pin = plan.cpus;
-    }
     return tool::fork_pair(
-        host, cfg.timeout, pin,
+        host, cfg.timeout, cfg.pin ? tool::pinned_pair("bench") : std::nullopt,
         [&](const tool::Announce& announce) {
             std::vector<SideListener> ls;
             std::vector<std::uint16_t> ports;

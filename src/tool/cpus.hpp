@@ -119,4 +119,13 @@ inline PinPlan plan_pinning()
     return {CpuPair{cpus[0], cpus[1]}, {}};
 }
 
+/// plan_pinning's pair; when there is none, `who` says why on stderr.
+inline std::optional<CpuPair> pinned_pair(const char* who)
+{
+    const PinPlan plan = plan_pinning();
+    if (!plan.cpus)
+        std::fprintf(stderr, "%s: %s\n", who, plan.why_not.c_str());
+    return plan.cpus;
+}
+
 } // namespace weft::tool

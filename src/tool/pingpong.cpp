@@ -1,17 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "pingpong.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -315,17 +308,12 @@ int run_both(const Config& cfg)
     // Loopback unless --bind names the interface (an RDMA device's address).
     const std::string host = cfg.options.node.empty() ? "127.0.0.1" : cfg.options.node;
     std::string where = "both ends on this machine (2 processes)";
-    std::optional<tool::CpuPair> pinned;
-    if (cfg.pin) {
-        const tool::PinPlan plan = tool::plan_pinning();
-        if (!plan.cpus)
-            std::fprintf(stderr, "weft: %s\n", plan.why_not.c_str());
-        pinned = plan.cpus;
-        if (pinned)
-            where = fmt::format("both ends on this machine (2 processes; server on CPU {}, "
-                                "client on CPU {})",
-                                pinned->server, pinned->client);
-    }
+    const std::optional<tool::CpuPair> pinned =
+        cfg.pin ? tool::pinned_pair("weft") : std::nullopt;
+    if (pinned)
+        where = fmt::format("both ends on this machine (2 processes; server on CPU {}, "
+                            "client on CPU {})",
+                            pinned->server, pinned->client);
     return tool::fork_pair(
         host, cfg.timeout, pinned,
         [&](const tool::Announce& announce) {
