@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// The ping-pong's command line: `weft pingpong`'s options, into a Config.
+#include <chrono>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "pingpong.hpp"
+#include "sizes.hpp"
+
+namespace weft::pingpong {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+void add_options(CLI::App& app, Config& cfg)
+{
+    auto* server = app.add_option("--server", cfg.listen,
+                                  "serve one client on [HOST:]PORT (side channel; the fabric "
+                                  "listens on the same host)");
+    auto* connect = app.add_option("--connect", cfg.connect, "connect to a server at HOST:PORT");
+    server->excludes(connect);
+    server->expected(0, 1);
+    app.add_option("-p,--provider", cfg.options.provider,
+                   "provider: verbs, tcp, tcp;ofi_rxm, sockets, shm, net, ... (default: "
+                   "WEFT_PROVIDER, else automatic)");
+    app.add_flag_callback("--rdm", [&] { cfg.options.kind = EndpointKind::rdm; },
+                          "reliable-datagram endpoints (default: the provider's fast path)");
+    app.add_flag_callback("--msg", [&] { cfg.options.kind = EndpointKind::msg; },
+                          "connection-oriented endpoints");
+    app.add_flag_callback("--require-rdma", [&] { cfg.options.fallback = Fallback::require_rdma; },
+                          "fail instead of falling back to a non-RDMA provider");
+    app.add_flag("--shm", cfg.options.allow_shm,
+                 "allow shared memory (both ends on this host)");
+    app.add_option("--domain", cfg.options.domain, "pin a domain / interface (lo, eth0, rxe0)");
+    app.add_option("--bind", cfg.options.node, "local address the fabric binds to");
+    app.add_option_function<std::string>(
+           "--op",
+           [&](const std::string& v) {
+               if (v == "write")
+                   cfg.op = Pattern::write;
+               else if (v == "read")
+                   cfg.op = Pattern::read;
+               else
+                   throw CLI::ValidationError("--op", "write or read");
+           },
+           "write (write_notify there and back, default) or read (RMA read, passive target)");
+    app.add_option_function<std::string>(
+           "--progress",
+           [&](const std::string& v) {
+               if (v == "auto")
+                   cfg.options.progress = Progress::automatic;
+               else if (v == "polling")
+                   cfg.options.progress = Progress::polling;
+               else if (v == "thread")
+                   cfg.options.progress = Progress::thread;
+               else
+                   throw CLI::ValidationError("--progress", "auto, polling or thread");
+           },
+           "who drives progress: polling (default: both ends poll), auto, thread");
+    tool::add_size_option(app, "--min-size", cfg.min_size, "smallest transfer, e.g. 64k (default 8)");
+    tool::add_size_option(app, "--max-size", cfg.max_size, "largest transfer, e.g. 4m (default 1m)");
+    tool::add_count_option(app, "-n,--iters", cfg.iterations,
+                           "iterations per size, at most (default 1000)");
+    app.add_option_function<int>(
+           "--budget-ms", [&](int v) { cfg.budget = milliseconds(v); },
+           "time per size, at most (default 500)")
+        ->check(CLI::Range(1, 3'600'000).description(""))
+        ->type_name("MS");
+    app.add_flag("--pin", cfg.pin,
+                 "both ends on this machine: the server on the first CPU this process may use, "
+                 "the client on the second");
+    app.add_flag_callback("--no-verify", [&] { cfg.verify = false; },
+                          "do not check the data (it is checked by default)");
+    app.add_option_function<int>(
+           "--timeout", [&](int v) { cfg.timeout = seconds(v); },
+           "seconds any single wait may take (default 30)")
+        ->check(CLI::Range(1, 86'400).description(""))
+        ->type_name("SECONDS");
+    app.add_flag("-q,--quiet", cfg.quiet, "print nothing on success");
+    app.callback([&, server, connect] {
+        if (*server)
+            cfg.role = Role::server;
+        else if (*connect)
+            cfg.role = Role::client;
+        if (cfg.min_size > cfg.max_size)
+            throw CLI::ValidationError(
+                "--min-size", fmt::format("{} B is more than --max-size ({} B)", cfg.min_size,
+                                          cfg.max_size));
+        if (cfg.pin && cfg.role != Role::both)
+            throw CLI::ValidationError("--pin", "places both ends of a run on this machine; "
+                                                "with --server or --connect, start each end "
+                                                "under `taskset -c CPU`");
+    });
+}
+
+} // namespace weft::pingpong
