@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "raw_bench.hpp"
-#include "weft_bench.hpp"
+#include "weft_ends.hpp"
 
 int main(int argc, char** argv)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // weft-raw-bench: the benchmark patterns written directly against libfabric's C
-// API (raw_bench.cpp), and the process_vm_writev ceiling of shm.
+// API (raw_setup.cpp, raw_patterns.cpp), and the process_vm_writev ceiling of shm.
 #include <signal.h>
 #include <sys/uio.h>
 #include <sys/wait.h>

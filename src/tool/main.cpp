@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "info.hpp"
-#include "weft_bench.hpp"
+#include "weft_ends.hpp"
 #include "pingpong.hpp"
 #include "weft/version.hpp"
 

@@ -12,6 +12,7 @@
 #include "cpus.hpp"
 #include "fork_pair.hpp"
 #include "sizes.hpp"
+#include "wire.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::pingpong {
@@ -86,24 +87,24 @@ struct Plan {
 
 void send_plan(Connection& c, const Plan& p, Deadline d)
 {
-    std::array<std::byte, 18> b{};
-    std::memcpy(b.data(), &p.size, 8);
-    std::memcpy(b.data() + 8, &p.iterations, 8);
-    b[16] = std::byte{p.verify};
-    b[17] = std::byte{p.op};
-    c.side().send(Frame::data, b, d);
+    wire::Writer w;
+    w.u64(p.size);
+    w.u64(p.iterations);
+    w.u8(p.verify);
+    w.u8(p.op);
+    c.side().send(Frame::data, w.data(), d);
 }
 
 Plan receive_plan(Connection& c, Deadline d)
 {
-    auto b = c.side().receive(Frame::data, d);
-    if (b.size() != 18)
-        throw std::runtime_error("malformed ping-pong plan from the client");
+    const auto b = c.side().receive(Frame::data, d);
+    wire::Reader r(b, "ping-pong plan", "weft pingpong");
     Plan p;
-    std::memcpy(&p.size, b.data(), 8);
-    std::memcpy(&p.iterations, b.data() + 8, 8);
-    p.verify = std::to_integer<std::uint8_t>(b[16]);
-    p.op = std::to_integer<std::uint8_t>(b[17]);
+    p.size = r.u64();
+    p.iterations = r.u64();
+    p.verify = r.u8();
+    p.op = r.u8();
+    r.finish();
     return p;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The benchmark patterns over weft's API.
-#include "weft_bench.hpp"
+#include "weft_ends.hpp"
 
 #include <atomic>
 #include <cstring>

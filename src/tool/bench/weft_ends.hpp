@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "common.hpp"
+#include "harness.hpp"
 
 namespace weft::bench {
 /// The ends of `weft bench`: weft's own API.

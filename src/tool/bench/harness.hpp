@@ -161,6 +161,9 @@ std::size_t region_size(Pattern p, std::size_t size, std::size_t queue_depth);
 /// The size of the random-access region of Pattern::iops.
 inline constexpr std::size_t iops_region = 64u << 20;
 
+/// "host:port" ("[v6]:port") as its parts; a UsageError naming the mistake.
+std::pair<std::string, std::uint16_t> host_and_port(const std::string& host_port);
+
 /// Callgrind markers around the timed loop (no-ops outside valgrind).
 void instrumentation_start() noexcept;
 void instrumentation_stop() noexcept;
