@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "checks.hpp"
 #include "traits.hpp"
 #include "weft/error.hpp"
 
@@ -137,6 +138,7 @@ const Traits shm = {
     .reads_overtake_queued_writes = true,
     .error_hint = shm_hint,
     .before_enable = name_region,
+    .checks = shm_checks,
 };
 
 } // namespace weft::providers

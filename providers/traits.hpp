@@ -12,9 +12,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rdma/fabric.h>
 
+#include "weft/diagnostics.hpp"
 #include "weft/info.hpp"
 
 namespace weft::providers {
@@ -76,6 +78,9 @@ struct Traits {
     /// that TCP does not hold); returns 0 or a negative libfabric error code.
     /// Called for layered endpoints too ("verbs;ofi_rxm").
     int (*before_endpoint)(fi_info* info) = nullptr;
+    /// Optional checks of this machine for `weft doctor` (weft::provider_checks):
+    /// appends its findings (shm: ptrace and /dev/shm; verbs: devices, rdma_cm).
+    void (*checks)(const CheckOptions& options, std::vector<Finding>& out) = nullptr;
 };
 
 

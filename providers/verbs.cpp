@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "checks.hpp"
 #include "traits.hpp"
 #include "verbs_devices.hpp"
 #include "weft/detail/fd.hpp"
@@ -216,6 +217,7 @@ const Traits verbs = {
     .error_hint = verbs_hint,
     .refine_quirks = verbs_quirks,
     .before_endpoint = verbs_before_endpoint,
+    .checks = verbs_checks,
 };
 
 } // namespace weft::providers

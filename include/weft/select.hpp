@@ -6,6 +6,7 @@
 /// Options::provider, then the WEFT_PROVIDER environment variable. FI_PROVIDER
 /// is respected (libfabric itself hides what it excludes; weft says so).
 /// Never a silent fallback: Selection::report() says what was chosen and why.
+/// What every provider looks like on this machine: weft/diagnostics.hpp.
 #pragma once
 
 #include <chrono>
@@ -65,25 +66,5 @@ Selection select(const Options& options = {});
 /// server announced its choice. No fallback: the peer has already chosen.
 Selection select_for_peer(const Options& options, std::string_view provider, EndpointKind kind,
                           std::uint32_t addr_format, const void* dest, std::size_t dest_len);
-
-
-/// One provider weft knows, as it stands on this machine for these options.
-struct Candidate {
-    std::string provider; ///< fi_getinfo name, e.g. "tcp;ofi_rxm"
-    EndpointKind kind;
-    int rank;             ///< automatic order (lower first); 0 = only when asked for by name
-    bool rdma;
-    bool usable;
-    std::string detail;   ///< why not usable, or what its probe found
-    std::string summary;  ///< what the provider is
-};
-
-/// Every (provider, endpoint kind) weft knows, in selection order, each with its
-/// verdict: what `weft info` and `weft doctor` show.
-std::vector<Candidate> survey(const Options& options = {});
-
-/// Why `provider` (a getinfo name) gives nothing for these options: the first
-/// attribute, tried one at a time, that excludes it.
-std::string explain_enodata(const Options& options, std::string_view provider, EndpointKind kind);
 
 } // namespace weft

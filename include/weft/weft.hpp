@@ -9,6 +9,7 @@
 #include "weft/completions.hpp"
 #include "weft/connection.hpp"
 #include "weft/deadline.hpp"
+#include "weft/diagnostics.hpp"
 #include "weft/domain.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// `weft doctor`'s shared-memory checks: cross-process copies (ptrace rules)
-// and /dev/shm.
+// shm's checks for `weft doctor` (weft::provider_checks): cross-process copies,
+// which need ptrace permission, and room in /dev/shm.
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -10,23 +10,17 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "doctor_checks.hpp"
+#include "checks.hpp"
 
-namespace weft::tool::doctor_checks {
-
-std::string read_first_line(const char* path)
-{
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);
-    return line;
-}
+namespace weft::providers {
+namespace {
 
 bool has_cap_sys_ptrace()
 {
@@ -165,4 +159,12 @@ Finding check_dev_shm()
     return {"/dev/shm", Verdict::ok, fmt::format("/dev/shm writable, {} MiB free", free_mib), ""};
 }
 
-} // namespace weft::tool::doctor_checks
+} // namespace
+
+void shm_checks(const CheckOptions& options, std::vector<Finding>& out)
+{
+    out.push_back(check_ptrace(options.shm_peer));
+    out.push_back(check_dev_shm());
+}
+
+} // namespace weft::providers
