@@ -84,7 +84,7 @@ void RawEnd::serve_setup(const std::string& host)
     const std::uint32_t format = info_->addr_format;
     std::memcpy(hello.data() + path_.size() + 2, &format, 4);
     hello.insert(hello.end(), name.begin(), name.end());
-    side_.send(Frame::offer, hello, Deadline::after(cfg_.timeout));
+    side_.send(detail::Frame::offer, hello, Deadline::after(cfg_.timeout));
     if (msg_) {
         fi_eq_cm_entry entry{};
         std::uint32_t event = 0;
@@ -95,17 +95,17 @@ void RawEnd::serve_setup(const std::string& host)
         open_ep(conn_info_);
         ck(fi_accept(ep_, nullptr, 0), "fi_accept");
         ck(fi_eq_sread(eq_, &event, &entry, sizeof entry, eq_wait_ms(), 0), "fi_eq_sread(connected)");
-        (void)side_.receive(Frame::ready, Deadline::after(cfg_.timeout));
+        (void)side_.receive(detail::Frame::ready, Deadline::after(cfg_.timeout));
     } else {
-        const auto peer = side_.receive(Frame::ready, Deadline::after(cfg_.timeout));
+        const auto peer = side_.receive(detail::Frame::ready, Deadline::after(cfg_.timeout));
         ck(fi_av_insert(av_, peer.data(), 1, &peer_, 0, nullptr) == 1 ? 0 : -FI_EINVAL, "fi_av_insert");
     }
-    side_.send(Frame::ready, {}, Deadline::after(cfg_.timeout));
+    side_.send(detail::Frame::ready, {}, Deadline::after(cfg_.timeout));
 }
 
 void RawEnd::connect_setup(const std::string& host)
 {
-    const auto hello = side_.receive(Frame::offer, Deadline::after(cfg_.timeout));
+    const auto hello = side_.receive(detail::Frame::offer, Deadline::after(cfg_.timeout));
     const auto nul = std::find(hello.begin(), hello.end(), std::byte{0});
     if (hello.end() - nul < 6)
         throw std::runtime_error("malformed hello from the raw benchmark's server");
@@ -122,7 +122,7 @@ void RawEnd::connect_setup(const std::string& host)
         fi_eq_cm_entry entry{};
         std::uint32_t event = 0;
         ck(fi_eq_sread(eq_, &event, &entry, sizeof entry, eq_wait_ms(), 0), "fi_eq_sread(connected)");
-        side_.send(Frame::ready, {}, Deadline::after(cfg_.timeout));
+        side_.send(detail::Frame::ready, {}, Deadline::after(cfg_.timeout));
     } else {
         getinfo(host, nullptr, 0);
         open_common();
@@ -132,9 +132,9 @@ void RawEnd::connect_setup(const std::string& host)
         std::size_t len = mine.size();
         ck(fi_getname(&ep_->fid, mine.data(), &len), "fi_getname");
         mine.resize(len);
-        side_.send(Frame::ready, mine, Deadline::after(cfg_.timeout));
+        side_.send(detail::Frame::ready, mine, Deadline::after(cfg_.timeout));
     }
-    (void)side_.receive(Frame::ready, Deadline::after(cfg_.timeout));
+    (void)side_.receive(detail::Frame::ready, Deadline::after(cfg_.timeout));
 }
 
 std::string RawEnd::describe() const
@@ -267,8 +267,8 @@ void RawEnd::prepare(const Plan& plan)
     std::memset(mine_, 0, need);
     std::array<std::uint64_t, 2> mine{(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<std::uintptr_t>(mine_) : 0,
                                       my_key_};
-    side_.send(Frame::region, std::as_bytes(std::span(mine)), Deadline::after(cfg_.timeout));
-    const auto theirs = side_.receive(Frame::region, Deadline::after(cfg_.timeout));
+    side_.send(detail::Frame::region, std::as_bytes(std::span(mine)), Deadline::after(cfg_.timeout));
+    const auto theirs = side_.receive(detail::Frame::region, Deadline::after(cfg_.timeout));
     std::memcpy(&peer_addr_, theirs.data(), 8);
     std::memcpy(&peer_key_, theirs.data() + 8, 8);
     barrier();
@@ -276,8 +276,8 @@ void RawEnd::prepare(const Plan& plan)
 
 void RawEnd::barrier()
 {
-    side_.send(Frame::barrier, {}, Deadline::after(cfg_.timeout));
-    (void)side_.receive(Frame::barrier, Deadline::after(cfg_.timeout));
+    side_.send(detail::Frame::barrier, {}, Deadline::after(cfg_.timeout));
+    (void)side_.receive(detail::Frame::barrier, Deadline::after(cfg_.timeout));
 }
 
 } // namespace raw

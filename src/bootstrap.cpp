@@ -37,20 +37,20 @@ namespace side = detail::side;
 
 } // namespace
 
-std::string_view to_string(Frame f) noexcept
+std::string_view detail::to_string(detail::Frame f) noexcept
 {
     switch (f) {
-    case Frame::hello: return "hello";
-    case Frame::offer: return "offer";
-    case Frame::ready: return "ready";
-    case Frame::region: return "region";
-    case Frame::barrier: return "barrier";
-    case Frame::data: return "data";
-    case Frame::error: return "error";
-    case Frame::challenge: return "challenge";
-    case Frame::proof: return "proof";
-    case Frame::store: return "store request";
-    case Frame::store_answer: return "store answer";
+    case detail::Frame::hello: return "hello";
+    case detail::Frame::offer: return "offer";
+    case detail::Frame::ready: return "ready";
+    case detail::Frame::region: return "region";
+    case detail::Frame::barrier: return "barrier";
+    case detail::Frame::data: return "data";
+    case detail::Frame::error: return "error";
+    case detail::Frame::challenge: return "challenge";
+    case detail::Frame::proof: return "proof";
+    case detail::Frame::store: return "store request";
+    case detail::Frame::store_answer: return "store answer";
     }
     return "unknown";
 }
@@ -87,7 +87,7 @@ std::pair<std::string, std::uint16_t> split_host_port(std::string_view text)
 
 // ---- SideChannel ----
 
-SideChannel::SideChannel(int fd, std::string peer, Deadline deadline, Role role,
+SideChannel::SideChannel(int fd, std::string peer, Deadline deadline, detail::Role role,
                          std::string_view secret)
     : fd_(fd), peer_(std::move(peer))
 {
@@ -127,7 +127,7 @@ SideChannel SideChannel::connect(std::string_view host, std::uint16_t port, Dead
                 }
             }
             if (rc == 0)
-                return SideChannel(owned.release(), peer, deadline, Role::connector, secret);
+                return SideChannel(owned.release(), peer, deadline, detail::Role::connector, secret);
             last_error = std::strerror(errno);
         }
         // Refused or unreachable: the server may not be up yet, or restarting
@@ -217,7 +217,7 @@ void SideChannel::read_all(void* p, std::size_t n, Deadline deadline, bool late,
     }
 }
 
-void SideChannel::send(Frame type, std::span<const std::byte> payload, Deadline deadline)
+void SideChannel::send(detail::Frame type, std::span<const std::byte> payload, Deadline deadline)
 {
     const auto h = side::encode_header(type, payload.size());
     const auto what = fmt::format("the {} frame", to_string(type));
@@ -227,7 +227,7 @@ void SideChannel::send(Frame type, std::span<const std::byte> payload, Deadline 
         write_all(payload.data(), payload.size(), deadline, late, what);
 }
 
-std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
+std::vector<std::byte> SideChannel::receive(detail::Frame expected, Deadline deadline)
 {
     const auto what = fmt::format("the {} frame", to_string(expected));
     side::Header h{};
@@ -244,28 +244,28 @@ std::vector<std::byte> SideChannel::receive(Frame expected, Deadline deadline)
 void SideChannel::send_error(std::string_view what) noexcept
 {
     try {
-        send(Frame::error, std::as_bytes(std::span(what.data(), what.size())),
+        send(detail::Frame::error, std::as_bytes(std::span(what.data(), what.size())),
              Deadline::after(std::chrono::seconds(1)));
     } catch (...) {
     }
 }
 
-void SideChannel::hello(Deadline deadline, Role role, std::string_view secret)
+void SideChannel::hello(Deadline deadline, detail::Role role, std::string_view secret)
 {
     std::vector<std::byte> theirs;
     bool early = false; // the peer's hello, read after our send failed
     try {
-        send(Frame::hello, side::hello_payload(!secret.empty()), deadline);
+        send(detail::Frame::hello, side::hello_payload(!secret.empty()), deadline);
     } catch (const Error&) {
         // The peer may have said why before closing (not weft, wrong version,
         // a malformed hello): that explanation beats "broken pipe".
-        theirs = receive(Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
+        theirs = receive(detail::Frame::hello, Deadline::after(std::chrono::milliseconds(100)));
         if (theirs.size() >= 4)
             throw;
         early = true;
     }
     if (!early)
-        theirs = receive(Frame::hello, deadline);
+        theirs = receive(detail::Frame::hello, deadline);
     side::check_hello(theirs, !secret.empty(), peer_);
     if (!secret.empty())
         authenticate(deadline, role, secret);

@@ -90,12 +90,12 @@ connector_answer(std::string_view secret, const Nonce& challenge)
 
 using namespace detail::side;
 
-void SideChannel::authenticate(Deadline deadline, Role role, std::string_view secret)
+void SideChannel::authenticate(Deadline deadline, detail::Role role, std::string_view secret)
 {
-    if (role == Role::acceptor) {
+    if (role == detail::Role::acceptor) {
         const Nonce ns = random_nonce();
-        send(Frame::challenge, ns, deadline);
-        const auto answer = receive(Frame::proof, deadline);
+        send(detail::Frame::challenge, ns, deadline);
+        const auto answer = receive(detail::Frame::proof, deadline);
         Mac proof{};
         try {
             proof = acceptor_proof(secret, ns, answer, peer_);
@@ -103,9 +103,9 @@ void SideChannel::authenticate(Deadline deadline, Role role, std::string_view se
             send_error(secret_mismatch);
             throw;
         }
-        send(Frame::proof, proof, deadline);
+        send(detail::Frame::proof, proof, deadline);
     } else {
-        const auto challenge = receive(Frame::challenge, deadline);
+        const auto challenge = receive(detail::Frame::challenge, deadline);
         if (challenge.size() != nonce_size)
             throw Error("bootstrap", -EPROTO, "",
                         fmt::format("{} sent a {} B challenge ({} B expected): garbage on the "
@@ -114,8 +114,8 @@ void SideChannel::authenticate(Deadline deadline, Role role, std::string_view se
         Nonce ns{};
         std::memcpy(ns.data(), challenge.data(), nonce_size);
         const auto [answer, expected] = connector_answer(secret, ns);
-        send(Frame::proof, answer, deadline);
-        const auto theirs = receive(Frame::proof, deadline);
+        send(detail::Frame::proof, answer, deadline);
+        const auto theirs = receive(detail::Frame::proof, deadline);
         if (!same_mac(expected, theirs))
             throw Error("bootstrap", -FI_EACCES, "",
                         fmt::format("{} answered the shared-secret challenge wrongly: it does not "

@@ -4,6 +4,8 @@
 // provider for that address, adds the server's Node as a peer and connects to
 // it (MSG, presenting the token), sends its own Node's address in `ready`, and
 // the server confirms with `ready` once it has the client as a peer.
+#include "side_wire.hpp"
+#include "socket.hpp"
 #include "weft/connection.hpp"
 
 #include <array>
@@ -88,8 +90,8 @@ void Connection::moved_from(const char* call)
 RemoteRegion Connection::exchange(const RemoteRegion& mine, Deadline deadline)
 {
     const auto wire = mine.encode();
-    side_.send(Frame::region, wire, deadline);
-    return RemoteRegion::decode(side_.receive(Frame::region, deadline));
+    side_.send(detail::Frame::region, wire, deadline);
+    return RemoteRegion::decode(side_.receive(detail::Frame::region, deadline));
 }
 
 void Connection::reconnect(Deadline deadline)
@@ -121,7 +123,7 @@ void Connection::barrier(Deadline deadline)
         const Node::Use use(node, "Connection::barrier");
         node.endpoint(peer_id_).flush(peer_flush_, node.fabric_peer(peer_id_), deadline);
     }
-    side_.send(Frame::barrier, {}, deadline);
+    side_.send(detail::Frame::barrier, {}, deadline);
     // The peer's own flush reads from this side: keep progressing until its
     // barrier frame arrives (a provider that needs target progress would
     // otherwise stall it when this side runs no progress thread).
@@ -130,7 +132,7 @@ void Connection::barrier(Deadline deadline)
         if (deadline.expired())
             break; // receive() below reports the timeout
     }
-    (void)side_.receive(Frame::barrier, deadline);
+    (void)side_.receive(detail::Frame::barrier, deadline);
 }
 
 namespace {
@@ -171,7 +173,7 @@ Connection Connection::connect(std::string_view host_port, const Options& option
     SideChannel side =
         SideChannel::connect(host, port, deadline, resolve_secret(options.secret), options.retry);
     try {
-        const Offer offer = decode_offer(side.receive(Frame::offer, deadline));
+        const Offer offer = decode_offer(side.receive(detail::Frame::offer, deadline));
         const NodeAddress& server = offer.node;
         const EndpointKind kind = server.kind();
         if (!options.provider.empty() &&
@@ -213,12 +215,12 @@ Connection Connection::connect(std::string_view host_port, const Options& option
             }
         } undo{*node, peer};
         node->connect(peer, deadline); // MSG: admitted with the token; RDM: nothing to do
-        side.send(Frame::ready, node->address().encode(), deadline);
+        side.send(detail::Frame::ready, node->address().encode(), deadline);
         // The server adds this side as a peer before it answers; the wait
         // drives this Node, so the server's hello (MSG) is taken meanwhile.
         while (!side.readable(std::chrono::milliseconds(1)) && !deadline.expired())
             node->progress();
-        (void)side.receive(Frame::ready, deadline);
+        (void)side.receive(detail::Frame::ready, deadline);
         node->watch(peer, side.fd()); // a server that exits is lost at once
         undo.armed = false;
         Connection c(std::move(node), peer, std::move(side));

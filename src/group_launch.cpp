@@ -2,6 +2,7 @@
 // Group::from_environment: the store the job was launched with (PMIx under
 // mpirun or srun, etcd or a TCP store from weft's variables, else a group of
 // one), and which one, printed.
+#include "socket.hpp"
 #include "weft/group.hpp"
 
 #include <charconv>

@@ -109,7 +109,7 @@ void Server::State::on_frame(Pending& p, const detail::side::Received& frame)
             send_offer(p);
         return;
     case Pending::Step::fabric:
-        side::check_frame(frame.head, Frame::ready, frame.payload, p.peer());
+        side::check_frame(frame.head, detail::Frame::ready, frame.payload, p.peer());
         if (p.ready_in)
             detail::side_fail(-EPROTO,
                               fmt::format("protocol error: {} sent its ready twice", p.peer()));
@@ -139,7 +139,7 @@ void Server::State::send_offer(Pending& p)
     node_handed_out = true;
     p.node = node;
     const Offer offer{{p.token.begin(), p.token.end()}, node->address(), selection->report()};
-    p.stream.queue(Frame::offer, encode(offer));
+    p.stream.queue(detail::Frame::offer, encode(offer));
     p.step = Pending::Step::fabric;
 }
 
@@ -175,7 +175,7 @@ void Server::State::advance_fabric(Pending& p)
             p.node->watch(p.id, p.stream.fd()); // a client that exits is lost at once
     }
     if (p.fabric_up) {
-        p.stream.queue(Frame::ready, {});
+        p.stream.queue(detail::Frame::ready, {});
         p.step = Pending::Step::done;
     }
 }

@@ -36,7 +36,7 @@ void Server::State::reject(std::list<Pending>::iterator it, const std::string& w
     // Best effort, never blocking: tell a weft client why (a stranger gets
     // the same text, which reveals nothing it did not send).
     if (p.step != Pending::Step::hello || p.hello.heard() || p.stream.unread() != 0) {
-        p.stream.queue(Frame::error, std::as_bytes(std::span(why.data(), why.size())));
+        p.stream.queue(detail::Frame::error, std::as_bytes(std::span(why.data(), why.size())));
         try {
             (void)p.stream.flush();
         } catch (const std::exception&) {

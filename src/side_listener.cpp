@@ -79,7 +79,7 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
         }
         const auto* sa = reinterpret_cast<sockaddr*>(&ss);
         return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline,
-                           Role::acceptor, secret);
+                           detail::Role::acceptor, secret);
     }
 }
 

@@ -18,7 +18,7 @@
 
 namespace weft::detail::side {
 
-void Stream::queue(Frame type, std::span<const std::byte> payload)
+void Stream::queue(detail::Frame type, std::span<const std::byte> payload)
 {
     const auto h = encode_header(type, payload.size());
     out_.insert(out_.end(), h.begin(), h.end());
@@ -76,33 +76,33 @@ std::optional<Received> Stream::next()
     return r;
 }
 
-void AcceptorHello::start(Stream& s) const { s.queue(Frame::hello, hello_payload(!secret_.empty())); }
+void AcceptorHello::start(Stream& s) const { s.queue(detail::Frame::hello, hello_payload(!secret_.empty())); }
 
 bool AcceptorHello::on_frame(Stream& s, const Received& frame)
 {
     if (!proof_) {
-        check_frame(frame.head, Frame::hello, frame.payload, s.peer());
+        check_frame(frame.head, detail::Frame::hello, frame.payload, s.peer());
         check_hello(frame.payload, !secret_.empty(), s.peer());
         if (secret_.empty())
             return true;
         challenge_ = random_nonce();
-        s.queue(Frame::challenge, challenge_);
+        s.queue(detail::Frame::challenge, challenge_);
         proof_ = true;
         return false;
     }
-    check_frame(frame.head, Frame::proof, frame.payload, s.peer());
+    check_frame(frame.head, detail::Frame::proof, frame.payload, s.peer());
     Mac proof{};
     try {
         proof = acceptor_proof(secret_, challenge_, frame.payload, s.peer());
     } catch (const Error&) {
-        s.queue(Frame::error, std::as_bytes(std::span(secret_mismatch)));
+        s.queue(detail::Frame::error, std::as_bytes(std::span(secret_mismatch)));
         try {
             (void)s.flush();
         } catch (const Error&) {
         }
         throw;
     }
-    s.queue(Frame::proof, proof);
+    s.queue(detail::Frame::proof, proof);
     authenticated_ = true;
     return true;
 }

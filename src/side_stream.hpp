@@ -34,7 +34,7 @@ public:
     /// Gives the socket away (a SideChannel takes it over); this Stream is then inert.
     int release() noexcept { return fd_.release(); }
 
-    void queue(Frame type, std::span<const std::byte> payload);
+    void queue(detail::Frame type, std::span<const std::byte> payload);
     bool sending() const noexcept { return !out_.empty(); }
     /// Sends what it can; true when nothing is left. Throws weft::Error when
     /// the peer closed.

@@ -20,7 +20,7 @@ constexpr std::uint32_t hello_requires_secret = 1u << 0;
 
 } // namespace
 
-Header encode_header(Frame type, std::size_t payload_size)
+Header encode_header(detail::Frame type, std::size_t payload_size)
 {
     Header h{};
     wire::Placer(h)
@@ -64,7 +64,7 @@ FrameHead decode_header(std::span<const std::byte, header_size> h, std::string_v
 void check_frame(const FrameHead& head, Frame expected, std::span<const std::byte> payload,
                  std::string_view peer)
 {
-    if (head.type == static_cast<unsigned>(Frame::error))
+    if (head.type == static_cast<unsigned>(detail::Frame::error))
         side_fail(-FI_ECONNABORTED,
                   fmt::format("the peer {} failed: {}", peer,
                               std::string_view(reinterpret_cast<const char*>(payload.data()),
@@ -73,7 +73,7 @@ void check_frame(const FrameHead& head, Frame expected, std::span<const std::byt
         side_fail(-EPROTO, fmt::format("protocol error: expected the {} frame from {}, got frame "
                                        "type {} ({})",
                                        to_string(expected), peer, head.type,
-                                       to_string(static_cast<Frame>(head.type))));
+                                       to_string(static_cast<detail::Frame>(head.type))));
 }
 
 std::vector<std::byte> hello_payload(bool requires_secret)

@@ -8,10 +8,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "weft/bootstrap.hpp"
+
+namespace weft {
+
+inline constexpr std::uint16_t bootstrap_version = 3;
+
+/// The smallest shared secret weft accepts, in bytes.
+inline constexpr std::size_t min_secret_size = 16;
+
+/// Checks a shared secret's strength; throws UsageError naming the fix.
+void check_secret(std::string_view secret);
+
+/// Options::secret, else the WEFT_SECRET environment variable, checked.
+std::string resolve_secret(std::string_view configured);
+
+} // namespace weft
 
 namespace weft::detail::side {
 
@@ -24,7 +40,7 @@ using Header = std::array<std::byte, header_size>;
 using Nonce = std::array<std::byte, nonce_size>;
 using Mac = std::array<std::byte, mac_size>;
 
-Header encode_header(Frame type, std::size_t payload_size);
+Header encode_header(detail::Frame type, std::size_t payload_size);
 
 struct FrameHead {
     unsigned type;

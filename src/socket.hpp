@@ -11,8 +11,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "weft/deadline.hpp"
+
+namespace weft {
+
+/// Splits "host:port" (or "[v6]:port"); throws UsageError on a malformed string.
+std::pair<std::string, std::uint16_t> split_host_port(std::string_view text);
+
+} // namespace weft
 
 namespace weft::detail {
 

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "side_stream.hpp"
+#include "side_wire.hpp"
 #include "socket.hpp"
 #include "store_count.hpp"
 #include "store_wire.hpp"
@@ -144,7 +145,7 @@ void StoreServer::State::step()
             // Best effort, never blocking: tell a weft member why.
             if (m.through || m.hello.heard()) {
                 const std::string_view why = e.what();
-                m.stream.queue(Frame::error, std::as_bytes(std::span(why.data(), why.size())));
+                m.stream.queue(detail::Frame::error, std::as_bytes(std::span(why.data(), why.size())));
                 try {
                     (void)m.stream.flush();
                 } catch (const std::exception&) {
@@ -176,7 +177,7 @@ void StoreServer::State::serve(Member& m)
             }
             continue;
         }
-        detail::side::check_frame(frame->head, Frame::store, frame->payload, m.stream.peer());
+        detail::side::check_frame(frame->head, detail::Frame::store, frame->payload, m.stream.peer());
         on_request(m, store::decode_request(frame->payload));
     }
 }
@@ -262,7 +263,7 @@ void StoreServer::State::answer(Member& m, std::uint32_t id, store::Op op, store
     a.status = status;
     a.value.assign(value.begin(), value.end());
     a.sum = sum;
-    m.stream.queue(Frame::store_answer, store::encode(a, op));
+    m.stream.queue(detail::Frame::store_answer, store::encode(a, op));
 }
 
 void StoreServer::State::answer_parked(const std::string& key, std::span<const std::byte> value)

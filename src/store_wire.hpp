@@ -2,11 +2,11 @@
 // The TCP store's requests and answers (tcp_store.cpp sends them,
 // store_server.cpp serves them), each the payload of one side-channel frame.
 //
-//   request (Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
+//   request (detail::Frame::store):        id u32, op u8, wait_ms u32, key (u32 length
 //                                  + bytes), then by op: set, set_owned: value (u32 length
 //                                  + bytes); add: delta (i64 as u64); contains_each,
 //                                  get_each: count u32, then each key (`key` is empty)
-//   answer (Frame::store_answer):  id u32, status u8, then by op: get: value;
+//   answer (detail::Frame::store_answer):  id u32, status u8, then by op: get: value;
 //                                  add: the sum (i64 as u64); contains_each: one byte
 //                                  per key asked, 1 where it exists (u32 length + bytes);
 //                                  get_each: for each key, u8 1 and its value, u8 0

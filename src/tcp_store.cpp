@@ -88,7 +88,7 @@ TcpStore::Answer TcpStore::call(std::string_view name, Request r,
     try {
         {
             const std::lock_guard sending(send_m_);
-            channel_.send(Frame::store, store::encode(r), answer_by);
+            channel_.send(detail::Frame::store, store::encode(r), answer_by);
         }
         lock.lock();
         return Answer{store::decode_answer(await(lock, r.id, answer_by), r.op)};
@@ -132,7 +132,7 @@ std::vector<std::byte> TcpStore::await(std::unique_lock<std::mutex>& lock, std::
             // that giving up at a deadline never leaves half of one behind.
             if (channel_.readable(std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::min<Clock::duration>(answer_by.remaining(), 100ms))))
-                payload = channel_.receive(Frame::store_answer, Deadline::after(answer_timeout));
+                payload = channel_.receive(detail::Frame::store_answer, Deadline::after(answer_timeout));
         } catch (const std::exception& e) {
             failed = fmt::format("the connection to the {} failed: {}", describe(), e.what());
         }

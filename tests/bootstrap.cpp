@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "side_wire.hpp"
+#include "socket.hpp"
 #include "support/raw_side.hpp"
 #include "support/sockets.hpp"
 #include "weft/bootstrap.hpp"
@@ -31,14 +33,14 @@ TEST_CASE("side channel: hello, frames and regions both ways", "[bootstrap]")
     SideListener listener("127.0.0.1", 0);
     auto server = std::async(std::launch::async, [&] {
         SideChannel s = listener.accept(Deadline::after(10s));
-        auto got = s.receive(Frame::data, Deadline::after(10s));
-        s.send(Frame::data, got, Deadline::after(10s)); // echo
+        auto got = s.receive(detail::Frame::data, Deadline::after(10s));
+        s.send(detail::Frame::data, got, Deadline::after(10s)); // echo
         return s.peer();
     });
     SideChannel c = SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s));
     const std::string msg = "weft side channel";
-    c.send(Frame::data, std::as_bytes(std::span(msg.data(), msg.size())), Deadline::after(10s));
-    const auto echo = c.receive(Frame::data, Deadline::after(10s));
+    c.send(detail::Frame::data, std::as_bytes(std::span(msg.data(), msg.size())), Deadline::after(10s));
+    const auto echo = c.receive(detail::Frame::data, Deadline::after(10s));
     CHECK(std::string(reinterpret_cast<const char*>(echo.data()), echo.size()) == msg);
     CHECK_THAT(server.get(), Catch::StartsWith("127.0.0.1:"));
     CHECK(c.local_address() == "127.0.0.1");
@@ -143,7 +145,7 @@ TEST_CASE("side channel: a truncated handshake is reported, not waited on", "[bo
     SECTION("a header promising more payload than follows")
     {
         RawServer cut([](int fd) {
-            const auto h = header(Frame::hello, 100);
+            const auto h = header(detail::Frame::hello, 100);
             send_all(fd, h.data(), h.size());
             send_all(fd, "abc", 3);
         });
@@ -152,7 +154,7 @@ TEST_CASE("side channel: a truncated handshake is reported, not waited on", "[bo
     SECTION("a hello too short to carry its flags")
     {
         RawServer tiny([](int fd) {
-            const auto h = header(Frame::hello, 2);
+            const auto h = header(detail::Frame::hello, 2);
             send_all(fd, h.data(), h.size());
             send_all(fd, "ab", 2);
         });
@@ -161,7 +163,7 @@ TEST_CASE("side channel: a truncated handshake is reported, not waited on", "[bo
     SECTION("a frame of the wrong type where hello belongs")
     {
         RawServer wrong([](int fd) {
-            const auto h = header(Frame::region, 0);
+            const auto h = header(detail::Frame::region, 0);
             send_all(fd, h.data(), h.size());
         });
         CHECK_THAT(connect_error(wrong.port()), Catch::Contains("protocol error"));

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "side_wire.hpp"
 #include "support/raw_side.hpp"
 #include "support/sockets.hpp"
 #include "weft/bootstrap.hpp"
@@ -26,12 +27,12 @@ TEST_CASE("shared secret: peers holding it connect, and say so", "[bootstrap][se
     SideListener listener("127.0.0.1", 0);
     auto server = std::async(std::launch::async, [&] {
         SideChannel s = listener.accept(Deadline::after(10s), secret_a);
-        s.send(Frame::data, std::as_bytes(std::span(secret_b.data(), 4)), Deadline::after(10s));
+        s.send(detail::Frame::data, std::as_bytes(std::span(secret_b.data(), 4)), Deadline::after(10s));
         return s.authenticated();
     });
     SideChannel c = SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s), secret_a);
     CHECK(c.authenticated());
-    CHECK(c.receive(Frame::data, Deadline::after(10s)).size() == 4);
+    CHECK(c.receive(detail::Frame::data, Deadline::after(10s)).size() == 4);
     CHECK(server.get());
 }
 
@@ -50,7 +51,7 @@ TEST_CASE("shared secret: a stranger learns no address, token or key", "[bootstr
             const int fd = test::loopback_connect(server.port());
             raw_hello(fd, flags);
             if (answer) { // a guessed proof: 32 B nonce + 32 B "HMAC"
-                const auto h = header(Frame::proof, 64);
+                const auto h = header(detail::Frame::proof, 64);
                 std::array<unsigned char, 64> guess{};
                 guess.fill(0x5a);
                 send_all(fd, h.data(), h.size());
@@ -72,8 +73,8 @@ TEST_CASE("shared secret: a stranger learns no address, token or key", "[bootstr
         CHECK_THAT(server.rejections().recent.back(), reason);
         for (unsigned t : seen.get()) {
             INFO("frame type " << t);
-            CHECK((t == unsigned(Frame::hello) || t == unsigned(Frame::challenge) ||
-                   t == unsigned(Frame::error)));
+            CHECK((t == unsigned(detail::Frame::hello) || t == unsigned(detail::Frame::challenge) ||
+                   t == unsigned(detail::Frame::error)));
         }
     }
     // The server still serves a peer that holds the secret.
@@ -127,7 +128,7 @@ TEST_CASE("shared secret: an impostor server is caught before anything is sent",
 {
     RawServer impostor([](int fd) {
         raw_hello(fd, 1);
-        const auto h = header(Frame::challenge, 32);
+        const auto h = header(detail::Frame::challenge, 32);
         std::array<unsigned char, 32> nonce{};
         send_all(fd, h.data(), h.size());
         send_all(fd, nonce.data(), nonce.size());
@@ -144,13 +145,13 @@ TEST_CASE("shared secret: an impostor server is caught before anything is sent",
 
     RawServer liar([](int fd) {
         raw_hello(fd, 1);
-        auto h = header(Frame::challenge, 32);
+        auto h = header(detail::Frame::challenge, 32);
         std::array<unsigned char, 32> nonce{};
         send_all(fd, h.data(), h.size());
         send_all(fd, nonce.data(), nonce.size());
-        CHECK(read_frame(fd) == int(Frame::hello));
-        CHECK(read_frame(fd) == int(Frame::proof));
-        h = header(Frame::proof, 32);
+        CHECK(read_frame(fd) == int(detail::Frame::hello));
+        CHECK(read_frame(fd) == int(detail::Frame::proof));
+        h = header(detail::Frame::proof, 32);
         send_all(fd, h.data(), h.size());
         send_all(fd, nonce.data(), nonce.size()); // not the HMAC
         std::this_thread::sleep_for(200ms);

@@ -278,7 +278,7 @@ TEST_CASE("faults: a client killed mid-stream: the server notices and accepts th
         try {
             while (!conn.side().readable(1ms))
                 REQUIRE(Clock::now() - killed < 10s);
-            (void)conn.side().receive(Frame::data, soon());
+            (void)conn.side().receive(detail::Frame::data, soon());
         } catch (const Error& e) {
             error = e.what();
         }

@@ -133,9 +133,9 @@ TEST_CASE("lifetimes: deadlines saturate, and a deadline already past is named a
     const Deadline past = Deadline::after(-1s);
     CHECK_THAT(thrown<TimeoutError>([&] { (void)p.client.endpoint().wait_for(Op::notify, past); }),
                Catch::Contains("had already passed"));
-    CHECK_THAT(thrown<TimeoutError>([&] { (void)p.client.side().receive(Frame::data, past); }),
+    CHECK_THAT(thrown<TimeoutError>([&] { (void)p.client.side().receive(detail::Frame::data, past); }),
                Catch::Contains("had already passed"));
     // A live deadline still blames what it waited for.
-    CHECK_THAT(thrown<TimeoutError>([&] { (void)p.client.side().receive(Frame::data, Deadline::after(100ms)); }),
+    CHECK_THAT(thrown<TimeoutError>([&] { (void)p.client.side().receive(detail::Frame::data, Deadline::after(100ms)); }),
                Catch::Contains("silent"));
 }

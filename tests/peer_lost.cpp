@@ -59,7 +59,7 @@ TEST_CASE("peer lost: a peer that leaves is reported as lost", "[faults][peer-lo
     const RemoteRegion remote = conn.exchange(local->remote(), soon());
     REQUIRE_FALSE(attempt(conn, local->slice(0, 4096), remote, read));
     const std::array<std::byte, 1> quit{std::byte{'Q'}}; // the peer returns from main
-    conn.side().send(Frame::data, quit, soon());
+    conn.side().send(detail::Frame::data, quit, soon());
     REQUIRE(conn.side().peer_closed(20000ms)); // it has left
     // An operation may still complete locally (a write handed to the socket
     // before the connection's end was seen); within a few, one fails.

@@ -39,10 +39,10 @@ std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b 
     std::memcpy(&m[1], &a, 8);
     std::memcpy(&m[9], &b, 8);
     std::memcpy(&m[17], &d, 8);
-    c.side().send(Frame::data, m, soon());
+    c.side().send(detail::Frame::data, m, soon());
     if (cmd == 'Q')
         return 0;
-    const auto r = c.side().receive(Frame::data, soon(60s));
+    const auto r = c.side().receive(detail::Frame::data, soon(60s));
     std::uint64_t v = 0;
     std::memcpy(&v, r.data(), 8);
     return v;

@@ -25,37 +25,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "weft/deadline.hpp"
 #include "weft/detail/fd.hpp"
+#include "weft/detail/side_frame.hpp"
 #include "weft/options.hpp"
 
 namespace weft {
-
-inline constexpr std::uint16_t bootstrap_version = 3;
-
-enum class Frame : std::uint16_t {
-    hello = 1,   ///< protocol and library version
-    offer = 2,   ///< server -> client: provider, endpoint kind, fabric address, token
-    ready = 3,   ///< client -> server: the client's endpoint address (RDM) or nothing
-    region = 4,  ///< a RemoteRegion (RemoteRegion::Wire)
-    barrier = 5, ///< no payload
-    data = 6,    ///< application bytes
-    error = 7,   ///< the peer failed; the payload says why
-    challenge = 8, ///< acceptor -> connector: a random nonce (shared secret only)
-    proof = 9,     ///< an HMAC over both nonces (shared secret only)
-    store = 10,        ///< member -> TCP store server: a request (src/store_wire.hpp)
-    store_answer = 11, ///< TCP store server -> member: its answer
-};
-
-/// Which end of the side channel this is: the shared-secret exchange is not
-/// symmetric (the acceptor verifies first, so it reveals nothing to a stranger).
-enum class Role : std::uint8_t { connector, acceptor };
-
-/// The smallest shared secret weft accepts, in bytes.
-inline constexpr std::size_t min_secret_size = 16;
-std::string_view to_string(Frame f) noexcept;
 
 /// A connected side channel. Move-only; closes its socket.
 class SideChannel {
@@ -66,10 +44,20 @@ public:
     static SideChannel connect(std::string_view host, std::uint16_t port, Deadline deadline,
                                std::string_view secret = {}, const RetryPolicy& retry = {});
 
-    void send(Frame type, std::span<const std::byte> payload, Deadline deadline);
+    /// Sends application bytes (at most 1 MiB) to the peer.
+    void send(std::span<const std::byte> payload, Deadline deadline)
+    {
+        send(detail::Frame::data, payload, deadline);
+    }
+    /// Receives the peer's next send() (an error the peer reported is raised
+    /// as weft::Error with its text).
+    std::vector<std::byte> receive(Deadline deadline) { return receive(detail::Frame::data, deadline); }
+
+    /// weft's own frames (addresses, regions, barriers) on the same channel.
+    void send(detail::Frame type, std::span<const std::byte> payload, Deadline deadline);
     /// Receives the next frame, which must be `expected` (an `error` frame from
     /// the peer is raised as weft::Error with its text).
-    std::vector<std::byte> receive(Frame expected, Deadline deadline);
+    std::vector<std::byte> receive(detail::Frame expected, Deadline deadline);
 
     /// True when the peer has sent something (or closed): a receive will not
     /// block. Waits up to `wait` for it.
@@ -94,7 +82,7 @@ public:
 
     /// Takes a connected socket and does the Hello exchange (and the shared-secret
     /// check when either side asks for it). Used by connect() and SideListener.
-    SideChannel(int fd, std::string peer, Deadline deadline, Role role,
+    SideChannel(int fd, std::string peer, Deadline deadline, detail::Role role,
                 std::string_view secret = {});
 
 private:
@@ -107,8 +95,8 @@ private:
     // `late`: the deadline had passed before the call began (not the peer's fault).
     void write_all(const void* p, std::size_t n, Deadline deadline, bool late, std::string_view what);
     void read_all(void* p, std::size_t n, Deadline deadline, bool late, std::string_view what);
-    void hello(Deadline deadline, Role role, std::string_view secret);
-    void authenticate(Deadline deadline, Role role, std::string_view secret);
+    void hello(Deadline deadline, detail::Role role, std::string_view secret);
+    void authenticate(Deadline deadline, detail::Role role, std::string_view secret);
 
     detail::Fd fd_;
     std::string peer_;
@@ -132,14 +120,5 @@ private:
     std::string host_;
     std::uint16_t port_ = 0;
 };
-
-/// Checks a shared secret's strength; throws UsageError naming the fix.
-void check_secret(std::string_view secret);
-
-/// Options::secret, else the WEFT_SECRET environment variable, checked.
-std::string resolve_secret(std::string_view configured);
-
-/// Splits "host:port" (or "[v6]:port"); throws UsageError on a malformed string.
-std::pair<std::string, std::uint16_t> split_host_port(std::string_view text);
 
 } // namespace weft

@@ -12,6 +12,7 @@
 #include "cpus.hpp"
 #include "fork_pair.hpp"
 #include "sizes.hpp"
+#include "socket.hpp"
 #include "wire.hpp"
 #include "weft/weft.hpp"
 
@@ -92,12 +93,12 @@ void send_plan(Connection& c, const Plan& p, Deadline d)
     w.u64(p.iterations);
     w.u8(p.verify);
     w.u8(p.op);
-    c.side().send(Frame::data, w.data(), d);
+    c.side().send(w.data(), d);
 }
 
 Plan receive_plan(Connection& c, Deadline d)
 {
-    const auto b = c.side().receive(Frame::data, d);
+    const auto b = c.side().receive(d);
     wire::Reader r(b, "ping-pong plan", "weft pingpong");
     Plan p;
     p.size = r.u64();

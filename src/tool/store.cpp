@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "socket.hpp"
 #include "weft/tcp_store.hpp"
 
 namespace weft::tool {

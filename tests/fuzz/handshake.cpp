@@ -47,19 +47,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     feed(sv[1], data + 1, size - 1);
     ::shutdown(sv[1], SHUT_WR); // then end of stream: nothing waits for more
-    const auto role = (mode & 1) ? weft::Role::acceptor : weft::Role::connector;
+    const auto role = (mode & 1) ? weft::detail::Role::acceptor : weft::detail::Role::connector;
     const std::string_view secret = (mode & 2) ? "fuzzing secret, 32 bytes long.." : "";
     const auto deadline = weft::Deadline::after(std::chrono::milliseconds(200));
     try {
         weft::SideChannel side(sv[0], "fuzz-peer", deadline, role, secret);
-        if (role == weft::Role::connector) {
-            const weft::Offer offer = weft::decode_offer(side.receive(weft::Frame::offer, deadline));
+        if (role == weft::detail::Role::connector) {
+            const weft::Offer offer = weft::decode_offer(side.receive(weft::detail::Frame::offer, deadline));
             (void)offer;
         } else {
-            (void)side.receive(weft::Frame::ready, deadline);
+            (void)side.receive(weft::detail::Frame::ready, deadline);
         }
         for (int i = 0; i < 4; ++i)
-            (void)weft::RemoteRegion::decode(side.receive(weft::Frame::region, deadline));
+            (void)weft::RemoteRegion::decode(side.receive(weft::detail::Frame::region, deadline));
     } catch (const weft::Error&) {
         // refused with a reason (the SideChannel closed sv[0])
     }

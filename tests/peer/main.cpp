@@ -40,7 +40,7 @@ void reply(Connection& c, std::uint64_t value)
 {
     std::array<std::byte, 8> b{};
     std::memcpy(b.data(), &value, 8);
-    c.side().send(Frame::data, b, Deadline::after(30s));
+    c.side().send(detail::Frame::data, b, Deadline::after(30s));
 }
 
 } // namespace
@@ -89,7 +89,7 @@ int main(int argc, char** argv)
         auto echo = c.allocate(4u << 20, Access::local);
         int ctx = 0;
         for (;;) {
-            const auto cmd = c.side().receive(Frame::data, Deadline::after(120s));
+            const auto cmd = c.side().receive(detail::Frame::data, Deadline::after(120s));
             switch (static_cast<char>(cmd.at(0))) {
             case 'N': // wait for a notification, reply its value
                 reply(c, c.endpoint().wait_for(Op::notify, Deadline::after(30s)).data);

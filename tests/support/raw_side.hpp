@@ -18,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "side_wire.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/detail/fd.hpp"
 #include "weft/error.hpp"
@@ -82,7 +83,7 @@ inline std::string connect_error_with(std::uint16_t port, const std::string& sec
 
 
 /// A frame header for `type` with `len` payload bytes, in this version.
-inline std::array<unsigned char, 12> header(Frame type, std::uint32_t len)
+inline std::array<unsigned char, 12> header(detail::Frame type, std::uint32_t len)
 {
     std::array<unsigned char, 12> h = {'W', 'E', 'F', 'T', bootstrap_version, 0,
                                        static_cast<unsigned char>(type), 0};
@@ -94,7 +95,7 @@ inline std::array<unsigned char, 12> header(Frame type, std::uint32_t len)
 /// Sends a hello frame with `flags`.
 inline void raw_hello(int fd, std::uint32_t flags)
 {
-    const auto h = header(Frame::hello, 8);
+    const auto h = header(detail::Frame::hello, 8);
     send_all(fd, h.data(), h.size());
     const unsigned char body[8] = {static_cast<unsigned char>(flags), 0, 0, 0, 'r', 'a', 'w', '!'};
     send_all(fd, body, sizeof body);

@@ -112,12 +112,12 @@ void send_plan(SideChannel& side, const Plan& plan, Deadline deadline)
     w.u64(plan.size);
     w.u64(plan.iterations);
     w.u64(plan.queue_depth);
-    side.send(Frame::data, w.data(), deadline);
+    side.send(w.data(), deadline);
 }
 
 Plan receive_plan(SideChannel& side, Deadline deadline)
 {
-    const auto b = side.receive(Frame::data, deadline);
+    const auto b = side.receive(deadline);
     wire::Reader r(b, "benchmark plan", "weft bench");
     Plan plan{};
     const auto pattern = r.u64();

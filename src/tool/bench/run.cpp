@@ -12,6 +12,7 @@
 #include "fork_pair.hpp"
 #include "harness_parts.hpp"
 #include "sizes.hpp"
+#include "socket.hpp"
 
 namespace weft::bench {
 namespace {
