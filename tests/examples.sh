@@ -36,6 +36,7 @@ ex=$build/examples
 start() {
     local lesson=$1
     shift
+    : >"$out/$lesson.server" # there before the loop below reads it
     timeout 120 "$ex/weft-$lesson-server" 0 "$@" >"$out/$lesson.server" 2>&1 &
     server=$!
     servers+=("$server")
@@ -52,8 +53,10 @@ start() {
 client() {
     local lesson=$1 name=$2
     shift 2
-    timeout 60 "$ex/weft-$lesson-client" "$@" >"$out/$lesson.$name" 2>&1 ||
-        { cat "$out/$lesson.$name" "$out/$lesson.server" >&2; fail "the $lesson client $name failed"; }
+    timeout 60 "$ex/weft-$lesson-client" "$@" >"$out/$lesson.$name" 2>&1 || {
+        cat "$out/$lesson.$name" "$out/$lesson.server" >&2
+        fail "$lesson: $name failed"
+    }
 }
 # finish LESSON: its server exits 0.
 finish() { wait "$server" || { cat "$out/$1.server" >&2; fail "the $1 server failed"; }; }
@@ -77,12 +80,12 @@ expect "$out/02_passive_read.server" 'served 1048576 bytes without polling'
 start 03_many_clients 4
 pids=()
 for id in 0 1 2 3; do
-    client 03_many_clients "$id" "127.0.0.1:$port" "$id" &
+    client 03_many_clients "client$id" "127.0.0.1:$port" "$id" &
     pids+=($!)
 done
 for id in 0 1 2 3; do
-    wait "${pids[$id]}" || fail "lesson 3: client $id failed (above)"
-    expect "$out/03_many_clients.$id" "client $id: written"
+    wait "${pids[$id]}" || exit 1 # client() said why
+    expect "$out/03_many_clients.client$id" "client $id: written"
     expect "$out/03_many_clients.server" "client $id: verified"
 done
 finish 03_many_clients
