@@ -3,7 +3,9 @@
 #   examples.sh SOURCE_DIR BUILD_DIR
 # 1. every ```cpp block the README introduces with <!-- example: PATH -->
 #    is exactly the file PATH;
-# 2. each lesson's server and client run together on this machine.
+# 2. each lesson that needs no launcher runs on this machine: its server, its
+#    clients against it, every exit status and the lines each promises (lessons
+#    4 and 5 need a launcher or etcd: tests/group*.cpp and tests/service.cpp).
 set -euo pipefail
 src=$1
 build=$2
@@ -24,20 +26,68 @@ while read -r path; do
 done < <(sed -n 's/^<!-- example: \(.*\) -->$/\1/p' "$src/README.md")
 [ "$checked" -gt 0 ] || fail "README names no example (<!-- example: PATH -->)"
 
-# 2. Lesson 1: the server prints its port, the client writes, both exit 0.
+# 2. The lessons. Every program runs under timeout: nothing here can hang.
 out=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$out"' EXIT
-"$build/examples/weft-01_write_notify-server" 0 >"$out/server" 2>&1 &
-server=$!
-for _ in $(seq 200); do
-    port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$out/server")
-    [ -n "$port" ] && break
-    sleep 0.05
+servers=()
+trap 'for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$out"' EXIT
+ex=$build/examples
+
+# start LESSON [ARGS...]: LESSON's server on a free port; sets $server and $port.
+start() {
+    local lesson=$1
+    shift
+    : >"$out/$lesson.server" # there before the loop below reads it
+    timeout 120 "$ex/weft-$lesson-server" 0 "$@" >"$out/$lesson.server" 2>&1 &
+    server=$!
+    servers+=("$server")
+    port=
+    for _ in $(seq 400); do
+        port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$out/$lesson.server")
+        [ -n "$port" ] && return
+        sleep 0.05
+    done
+    cat "$out/$lesson.server" >&2
+    fail "the $lesson server printed no port"
+}
+# client LESSON NAME ARGS...: runs LESSON's client, its output in $out/LESSON.NAME.
+client() {
+    local lesson=$1 name=$2
+    shift 2
+    timeout 60 "$ex/weft-$lesson-client" "$@" >"$out/$lesson.$name" 2>&1 || {
+        cat "$out/$lesson.$name" "$out/$lesson.server" >&2
+        fail "$lesson: $name failed"
+    }
+}
+# finish LESSON: its server exits 0.
+finish() { wait "$server" || { cat "$out/$1.server" >&2; fail "the $1 server failed"; }; }
+# expect FILE LINE: FILE has LINE (a whole-line regular expression).
+expect() { grep -qx -- "$2" "$1" || { cat "$1" >&2; fail "$(basename "$1") lacks the line: $2"; }; }
+
+# Lesson 1: the client writes with a notification; the server prints the message.
+start 01_write_notify
+client 01_write_notify client "127.0.0.1:$port"
+finish 01_write_notify
+expect "$out/01_write_notify.server" 'notified with 42: "hello from the client"'
+
+# Lesson 2: the client reads the passive server's 1 MiB and checks every byte.
+start 02_passive_read
+client 02_passive_read client "127.0.0.1:$port"
+finish 02_passive_read
+expect "$out/02_passive_read.client" 'read 1048576 bytes over .*: every byte as written'
+expect "$out/02_passive_read.server" 'served 1048576 bytes without polling'
+
+# Lesson 3: four clients at once against one server.
+start 03_many_clients 4
+pids=()
+for id in 0 1 2 3; do
+    client 03_many_clients "client$id" "127.0.0.1:$port" "$id" &
+    pids+=($!)
 done
-[ -n "${port:-}" ] || { cat "$out/server" >&2; fail "the lesson 1 server printed no port"; }
-timeout 60 "$build/examples/weft-01_write_notify-client" "127.0.0.1:$port" >"$out/client" 2>&1 ||
-    { cat "$out/client" "$out/server" >&2; fail "the lesson 1 client failed"; }
-wait "$server" || { cat "$out/server" >&2; fail "the lesson 1 server failed"; }
-grep -q '^notified with 42: "hello from the client"$' "$out/server" ||
-    { cat "$out/server" >&2; fail "the lesson 1 server did not print the client's message"; }
-echo "examples.sh: $checked README blocks match their files; lesson 1 ran"
+for id in 0 1 2 3; do
+    wait "${pids[$id]}" || exit 1 # client() said why
+    expect "$out/03_many_clients.client$id" "client $id: written"
+    expect "$out/03_many_clients.server" "client $id: verified"
+done
+finish 03_many_clients
+expect "$out/03_many_clients.server" 'all 4 clients verified'
+echo "examples.sh: $checked README blocks match their files; lessons 1, 2 and 3 ran"
