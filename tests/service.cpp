@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The etcd service example (examples/03_service): a service whose members
+// The etcd service example (examples/05_service): a service whose members
 // come and go, against a local etcd this test starts. Two members join and
 // write; one is killed and the service sees it go within its lease's TTL; a
 // member joins late, writes and leaves; every block is verified by the
