@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -61,6 +62,11 @@ struct Child {
     void release(std::span<const std::byte> hub) { channel.send_bytes(hub); }
     void dismiss() { channel.dismiss(); }
 };
+
+/// The hub as a passive target: runs `progress` until every child has said
+/// its writes are done (and reads those words); throws when `deadline` passes.
+void await_done(std::vector<Child>& children, const std::function<void()>& progress,
+                Deadline deadline);
 
 /// --aggregate: N clients writing, then sending, into one hub. The same
 /// pattern for weft and raw libfabric: each client writes `writes` x `chunk`

@@ -13,6 +13,7 @@
 // answer completing; memory, descriptors and threads are the hub's growth
 // over that time, per peer. weft and raw alternate, REPEATS times each, and
 // the medians are printed. A program, not a test: it asserts nothing.
+#include <poll.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -263,6 +264,30 @@ std::vector<std::byte> Channel::receive_bytes()
     std::vector<std::byte> b(len);
     read_all(fd_.get(), b.data(), len);
     return b;
+}
+
+void await_done(std::vector<Child>& children, const std::function<void()>& progress,
+                Deadline deadline)
+{
+    std::size_t done = 0;
+    std::vector<pollfd> fds;
+    for (auto& child : children)
+        fds.push_back({child.channel.fd(), POLLIN, 0});
+    while (done < children.size()) {
+        progress();
+        if (deadline.expired())
+            throw std::runtime_error(fmt::format("{} of {} peers said done before the deadline",
+                                                 done, children.size()));
+        if (::poll(fds.data(), fds.size(), 0) <= 0)
+            continue;
+        for (auto& f : fds)
+            if (f.revents & POLLIN) { // its done; read below
+                f.fd = -1;
+                ++done;
+            }
+    }
+    for (auto& child : children)
+        (void)child.channel.receive_bytes();
 }
 
 bool Channel::dismissed()

@@ -4,7 +4,6 @@
 // into its own slot of the hub's region (16 in flight), then sends M 8 B
 // messages (16 in flight); the hub reads its queue, posts its receives again
 // and counts the messages.
-#include <poll.h>
 
 #include <array>
 
@@ -66,22 +65,7 @@ Traffic traffic_hub(Raw& hub, std::vector<Child>& children)
     auto start = Clock::now();
     for (auto& child : children)
         child.channel.send_bytes(go_writes);
-    std::size_t done = 0;
-    std::vector<pollfd> fds;
-    for (auto& child : children)
-        fds.push_back({child.channel.fd(), POLLIN, 0});
-    while (done < n) {
-        (void)hub.poll(got); // a passive target progresses
-        if (::poll(fds.data(), fds.size(), 0) <= 0)
-            continue;
-        for (auto& f : fds)
-            if (f.revents & POLLIN) {
-                f.fd = -1;
-                ++done;
-            }
-    }
-    for (auto& child : children)
-        (void)child.channel.receive_bytes();
+    await_done(children, [&] { (void)hub.poll(got); }, Deadline::after(std::chrono::seconds(120)));
     const double write_s = std::chrono::duration<double>(Clock::now() - start).count();
     t.write_mb_s = static_cast<double>(n * writes * chunk) / write_s / 1e6;
     got.clear();

@@ -5,7 +5,6 @@
 // Node and takes the messages. Aggregate write bandwidth is the bytes over
 // the time from the hub's go to the last client's done; the message rate is
 // the messages over the time from the go to the last one taken.
-#include <poll.h>
 
 #include <array>
 #include <cstring>
@@ -28,22 +27,7 @@ Traffic traffic_hub(Node& node, std::vector<Child>& children)
     auto start = Clock::now();
     for (auto& child : children)
         child.channel.send_bytes(go_writes);
-    std::size_t done = 0;
-    std::vector<pollfd> fds;
-    for (auto& child : children)
-        fds.push_back({child.channel.fd(), POLLIN, 0});
-    while (done < n) {
-        node.progress();
-        if (::poll(fds.data(), fds.size(), 0) <= 0)
-            continue;
-        for (auto& f : fds)
-            if (f.revents & POLLIN) { // its done; read below
-                f.fd = -1;
-                ++done;
-            }
-    }
-    for (auto& child : children)
-        (void)child.channel.receive_bytes();
+    await_done(children, [&] { node.progress(); }, Deadline::after(std::chrono::seconds(120)));
     const double write_s = std::chrono::duration<double>(Clock::now() - start).count();
     t.write_mb_s = static_cast<double>(n * writes * chunk) / write_s / 1e6;
     // Messages: taken as they come.

@@ -66,7 +66,7 @@ std::vector<std::vector<std::byte>> Store::gather(std::span<const std::string> k
     // What is there, in one get_now() (one request on the TCP store and
     // etcd); then a wait for the first key still missing, and again for the
     // rest: a key once read is not asked for again. With a watch, each wait
-    // is a slice of a second, and `watch` runs between slices.
+    // is get()'s with a watch: slices of a second, `watch` between them.
     std::vector<std::optional<std::vector<std::byte>>> got(keys.size());
     std::vector<std::string> missing;
     std::vector<std::size_t> at;
@@ -91,28 +91,7 @@ std::vector<std::vector<std::byte>> Store::gather(std::span<const std::string> k
     while (!look()) {
         const auto first = static_cast<std::size_t>(
             std::ranges::find_if(got, [](const auto& v) { return !v; }) - got.begin());
-        if (!watch) {
-            got[first] = get(keys[first], deadline);
-            continue;
-        }
-        const Deadline slice(std::min(deadline.when(), Clock::now() + std::chrono::seconds(1)));
-        try {
-            got[first] = get(keys[first], slice);
-            continue;
-        } catch (const TimeoutError&) {
-            if (deadline.expired())
-                throw;
-        }
-        try {
-            watch();
-        } catch (const Error&) {
-            // A member that set its part and then ended (it passed the
-            // barrier this member is still in, and exited) has not failed
-            // this wait: look once more before saying so.
-            if (look())
-                break;
-            throw;
-        }
+        got[first] = get(keys[first], deadline, watch);
     }
     std::vector<std::vector<std::byte>> out;
     out.reserve(keys.size());
