@@ -7,7 +7,8 @@
 // CI cannot see a crash for what it is. When libweft loads (after libfabric
 // and its libraries), it puts back the default action of each signal whose
 // handler lives in libinfinipath, and only those: a handler of the
-// application's own is never touched. tests/crash.cpp checks both.
+// application's own is never touched. "signals: a crashing weft program dies
+// of its signal and leaves no file" checks it for SIGSEGV and SIGABRT.
 #include <dlfcn.h>
 #include <signal.h>
 

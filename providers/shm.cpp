@@ -44,11 +44,12 @@ std::string shm_hint(int code)
 
 // libfabric 1.17 names an shm endpoint's region /dev/shm/PID:DOMAIN:EP and
 // leaves it there when the process is killed (16 MiB each); a later process
-// that is given the same PID then fails fi_enable with -FI_EBUSY (measured:
-// PIDs wrap at 32768 here). weft names its regions
+// that is given the same PID then fails fi_enable with -FI_EBUSY (PIDs wrap;
+// QUIRKS.md has the host's limit). weft names its regions
 // weft.NS.PID.START.N instead (NS: the PID namespace, START: the process's
 // start time in clock ticks since boot), a name no other process can have
-// had, and removes the regions of weft processes that are gone.
+// had, and removes the regions of weft processes that are gone ("faults: shm
+// regions of killed processes are swept").
 
 std::string self_namespace()
 {

@@ -13,8 +13,8 @@ const Traits sockets = {
     .rdm_path = "sockets",
     .preferred = EndpointKind::msg,
     // A peer killed mid-stream leaves an error completion (-FI_EIO, no
-    // operation of ours) on a shared RDM endpoint: the next peer's poll got it
-    // (measured, 1 of 40 runs of the killed-client test under CPU load).
+    // operation of ours) on a shared RDM endpoint, which the next peer's poll
+    // receives under CPU load ("faults: a client killed mid-stream").
     .dead_peer_blocks_endpoint = true,
 };
 

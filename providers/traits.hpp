@@ -41,9 +41,10 @@ struct Traits {
     std::string_view rdm_path;
     EndpointKind preferred = EndpointKind::msg; ///< the fast path when the caller has no preference
     /// data_progress says AUTO, but data moves only while someone reads the CQ
-    /// (measured: tcp and net in libfabric 1.17 leave a passive target silent).
+    /// (tcp and net in libfabric 1.17 leave a passive target silent: "progress:
+    /// without anyone driving it, a passive target stalls").
     bool auto_progress_needs_reads = false;
-    /// See weft::Quirks for these (measured with libfabric 1.17).
+    /// See weft::Quirks for these (libfabric 1.17; providers/QUIRKS.md).
     bool keys_unchecked = false;
     bool remote_errors_silent = false;
     bool atomics_unreliable = false;
@@ -114,7 +115,7 @@ Request parse_request(std::string_view name, const EndpointKind* kind);
 bool is_layered(std::string_view fi_prov_name) noexcept;
 /// Whether endpoints of `fi_prov_name` complete selectively: the core's
 /// record says so, and no utility layer is over it (ofi_rxm over verbs never
-/// returns the transmit credit of an unsignaled write: measured on siw).
+/// returns the transmit credit of an unsignaled write on siw).
 bool selective_completion(std::string_view fi_prov_name) noexcept;
 
 /// The fi_getinfo provider name for a kind ("" if the provider has no such endpoint).

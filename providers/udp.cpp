@@ -13,7 +13,9 @@ const Traits udp = {
     .rdm_path = "udp;ofi_rxd",
     .preferred = EndpointKind::rdm,
     // ofi_rxd drops a refused RMA without an error completion, and its fetch
-    // atomics return wrong data and then crash (libfabric 1.17, measured).
+    // atomics return wrong data and then crash (libfabric 1.17). Tests: "bad
+    // input: wrong key, out of bounds, oversized message"; "atomics: fetch-add
+    // and compare-and-swap, or a clear refusal".
     .remote_errors_silent = true,
     .atomics_unreliable = true,
 };

@@ -66,9 +66,9 @@ std::string verbs_prepare()
 {
     // libfabric's registration cache shares one registration among requests
     // for the same memory and registers it with every access flag: a peer
-    // could then write a region weft exported read-only (measured on rxe and
-    // siw). weft registers exactly what it is asked to (and caches in
-    // RegistrationCache, where it owns invalidation).
+    // could then write a region weft exported read-only (rxe and siw). weft
+    // registers exactly what it is asked to (and caches in RegistrationCache,
+    // where it owns invalidation). Test: "least privilege: a forged descriptor".
     std::string said;
     if (!std::getenv("FI_MR_CACHE_MAX_COUNT")) {
         ::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
@@ -131,14 +131,14 @@ bool is_iwarp(const fi_info* info)
 // ofi_rxm listens on an rdma_cm port from fi_enable. On iWARP, rdma_cm ports
 // share the TCP port space, rdma_cm picks one without asking TCP, and the
 // device's listening socket fails with EADDRINUSE where a TCP socket holds it
-// (the side channels' ports; seen on siw in the lab's server and contract
-// tests). libfabric 1.17 leaves an ofi_rxm endpoint whose
-// fi_enable failed half torn down (rxm_ep_ctrl: "TODO: cleanup all allocated
-// resources on error"), and fi_close on it crashes (measured on siw: SIGSEGV
+// (the side channels' ports, on siw). libfabric 1.17 leaves an ofi_rxm
+// endpoint whose fi_enable failed half torn down (rxm_ep_ctrl: "TODO: cleanup
+// all allocated resources on error"), and fi_close on it crashes (siw: SIGSEGV
 // in pthread_mutex_lock). So weft asks TCP for a port it does not hold and
 // names it in the endpoint's source address: the listener binds it at
 // fi_endpoint, where a clash (a race with another socket) fails cleanly and is
-// tried again (detail::retry_on_port_clash).
+// tried again (detail::retry_on_port_clash). Test: "verbs: on iWARP,
+// connections survive rdma_cm ports that TCP sockets hold".
 int verbs_before_endpoint(fi_info* info)
 {
     const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
@@ -178,15 +178,16 @@ void verbs_quirks(const fi_info* info, Quirks& q)
     q.read_sink_needs_remote_write = iwarp;
     q.initiator_sends_first = iwarp;
     q.receiver_not_ready_fatal = iwarp;
-    // Measured on siw (siw_accept: MPA reply sent, then the socket handed to
-    // the QP); applied to every iWARP device until hardware is measured.
+    // siw hands the socket to the QP after sending the MPA reply (siw_accept);
+    // set on every iWARP device, as no hardware iWARP has been checked ("quirks
+    // follow fi_info bits first, then the traits").
     q.first_message_can_stall = iwarp;
     // libfabric 1.17 verbs MSG endpoints put the operand pointers themselves
     // into the atomic work request (compare_add = (uintptr_t)buf).
     q.atomic_operands_by_value = info->ep_attr->type == FI_EP_MSG;
-    // Measured on soft-iWARP (siw): some small reads crossing a page
-    // boundary return wrong bytes, repeatably, while the memory is right.
-    // Applied to every iWARP device until hardware is measured.
+    // soft-iWARP (siw): some small reads crossing a page boundary return
+    // wrong bytes, repeatably, while the memory is right. Set on every iWARP
+    // device, as no hardware iWARP has been checked.
     q.page_crossing_reads_unreliable = iwarp;
     const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
     q.read_only_unenforced = iwarp && prov.find(';') != std::string_view::npos;

@@ -257,8 +257,8 @@ std::size_t Completions::drain(std::span<Completion> out)
     // Nothing of a closed endpoint is left once a read finds the queue empty;
     // a read that absorbed an error entry (n == 0 too) has not: a closed
     // endpoint's cancelled receives come one entry per read, and a block
-    // reused early would lend the rest to its next owner (measured: a crossing
-    // on tcp lost the new connection's peer).
+    // reused early would lend the rest to its next owner (on tcp, such a
+    // crossing loses the new connection's peer).
     if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
         free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
         quarantine_.clear();

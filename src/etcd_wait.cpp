@@ -36,8 +36,8 @@ std::vector<std::byte> EtcdStore::wait_absent(std::string_view key, std::int64_t
 {
     if (deadline.expired())
         timeout(key);
-    // Absent: a watch says when it is put (polling added up to its interval
-    // to every wait: measured, a fifth of an 8-rank wire-up); the store's
+    // Absent: a watch says when it is put (polling adds up to its interval
+    // to every wait; QUIRKS.md has its share of a wire-up); the store's
     // mirror where it has one (it has every key put since it began, and
     // every one there then). The mirror may be behind etcd: an entry from a
     // put at or before `absent_at` is one erased since (the read saw none).
@@ -78,8 +78,8 @@ void EtcdStore::barrier(std::string_view key, std::size_t size, Deadline deadlin
 {
     // Each member puts a key of its own and counts the arrivals in one
     // transaction: one write each, none contended (a counting barrier's
-    // compare-and-swap retried under contention: measured, a third of the
-    // store's share of an 8-rank wire-up). The member whose transaction
+    // compare-and-swap retries under contention; QUIRKS.md has its cost).
+    // The member whose transaction
     // counts `size` sets `key`; the rest wait for it on the mirror (one
     // event each, where the arrivals themselves were `size` each).
     check_key("Store::barrier", key);

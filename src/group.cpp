@@ -238,7 +238,8 @@ void Group::meet(const std::string& k, Deadline deadline)
             throw;
         // The store saw a member end but did not say which (a PMIx fence's
         // partial success): the live marks do, once the launcher has noted
-        // the end (measured: some ms later).
+        // the end, some milliseconds later ("group: one of 8 ranks killed
+        // under mpirun --enable-recovery").
         const Store::Watch check = watch();
         const Deadline until(std::min(deadline.when(), Clock::now() + std::chrono::seconds(5)));
         while (!until.expired()) {

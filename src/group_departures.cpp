@@ -30,10 +30,10 @@ std::vector<std::uint32_t> Group::departed_of(std::span<const std::uint32_t> ran
 {
     // The node keys first, then the live marks of the ranks that have one:
     // a rank sets its mark before its node key, so one whose node key was
-    // there and whose mark is not has ended. (The other order took a rank
-    // that joined between the two reads for one that left: measured at 64
-    // ranks.) Each read is one call for all ranks: one range read on etcd,
-    // where two requests per rank from every rank every second swamped it.
+    // there and whose mark is not has ended. (The other order takes a rank
+    // that joins between the two reads for one that left; QUIRKS.md has the
+    // run.) Each read is one call for all ranks: one range read on etcd,
+    // which two requests per rank from every rank every second swamp.
     std::vector<std::string> nodes;
     std::vector<std::uint32_t> of;
     for (const std::uint32_t r : ranks)

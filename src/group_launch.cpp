@@ -81,8 +81,8 @@ Group Group::from_environment(const Options& options, Deadline deadline)
                                          "rank reads an earlier job's keys",
                                          at));
         // WEFT_ETCD_TTL: a rank's lease, in seconds (default 2: a death is seen in
-        // under 5 s). Loaded machines need more: at 64 ranks on 2 cores, 2 s
-        // leases expired under live ranks (measured), each taken for a death.
+        // under 5 s). Loaded machines need more: a lease that expires under a
+        // live rank is taken for its death (QUIRKS.md: 64 ranks on 2 cores).
         std::uint32_t ttl = 2;
         if (const char* t = std::getenv("WEFT_ETCD_TTL"); t && *t)
             ttl = std::max<std::uint32_t>(1, env_number("WEFT_ETCD_TTL", at));

@@ -163,9 +163,10 @@ std::shared_ptr<MemoryRegion> MemoryRegion::map_file(std::shared_ptr<Domain> dom
     const auto size = static_cast<std::size_t>(st.st_size);
     // A provider that pins registered memory cannot pin a read-only shared
     // file mapping on Linux before 6.2 (ib_umem_get asks for FOLL_WRITE |
-    // FOLL_FORCE: EFAULT, measured on rxe and siw), and ofi_rxm registers
-    // with local write anyway: there a read-only file is mapped private and
-    // writable. Its pages are copied once when pinned; the file is never written.
+    // FOLL_FORCE: EFAULT on rxe and siw), and ofi_rxm registers with local
+    // write anyway: there a read-only file is mapped private and writable. Its
+    // pages are copied once when pinned; the file is never written ("file
+    // regions: peers read an mmap'ed file, no copy").
     const bool private_copy = !writable && providers::traits_for(domain->provider()).pins_memory;
     void* p = mmap(nullptr, size, PROT_READ | (writable || private_copy ? PROT_WRITE : 0),
                    private_copy ? MAP_PRIVATE : MAP_SHARED, fd.get(), 0);

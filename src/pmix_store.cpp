@@ -113,7 +113,7 @@ namespace {
 
 /// One PMIx_Get_nb: the callback (PMIx's thread) fills it, the caller waits
 /// with its deadline. PMIx_Get itself can block past its PMIX_TIMEOUT (a key
-/// of a rank that died: measured, no answer in minutes), so a wait that ends
+/// of a rank that died gets no answer for minutes), so a wait that ends
 /// leaves the request to its callback, which holds its own reference.
 struct PendingGet {
     std::mutex m;
@@ -272,8 +272,9 @@ void PmixStore::fence(std::string_view key, std::span<const std::uint32_t> ranks
     }
     pmix_info_t info;
     PMIX_INFO_CONSTRUCT(&info);
-    // Always a timeout: after a rank's death a fence may never end (measured
-    // under mpirun --enable-recovery: 3 of 30 hung without one).
+    // Always a timeout: after a rank's death a fence without one may never
+    // end ("group: one of 8 ranks killed under mpirun --enable-recovery";
+    // QUIRKS.md has the runs).
     int seconds = timeout_seconds(deadline);
     PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &seconds, PMIX_INT);
     const pmix_status_t rc =

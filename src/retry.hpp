@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // On iWARP, rdma_cm ports share the TCP port space: a port rdma_cm picks at
 // random may be one a TCP socket holds, and the device's own TCP bind fails
-// with -FI_EADDRINUSE (measured on siw, at fi_listen, at ofi_rxm's fi_enable
-// and in the event that should have been FI_CONNECTED). siw opts out of the
-// port mapper (IW_F_NO_PORT_MAP), so iwpmd does not prevent it. The failure is
-// local and immediate; creating the object again picks another port.
+// with -FI_EADDRINUSE (siw: at fi_listen, at ofi_rxm's fi_enable and in the
+// event that should be FI_CONNECTED). siw opts out of the port mapper
+// (IW_F_NO_PORT_MAP), so iwpmd does not prevent it. The failure is local and
+// immediate; creating the object again picks another port ("verbs: on iWARP,
+// connections survive rdma_cm ports that TCP sockets hold").
 #pragma once
 
 #include <sys/socket.h>

@@ -132,8 +132,8 @@ void Server::State::send_offer(Pending& p)
 {
     p.token = make_token();
     // A peer that dies can wedge a shared RDM endpoint on some providers
-    // (shm: its commands stay at the head of the queue, measured): there,
-    // each connection gets a Node of its own.
+    // (shm keeps its commands at the head of the queue): there, each
+    // connection gets a Node of its own ("faults: a client killed mid-stream").
     if (node_handed_out && node->domain()->quirks().dead_peer_blocks_endpoint)
         node = open_node();
     node_handed_out = true;

@@ -41,8 +41,8 @@ void set_nodelay(int fd);
 /// device's kernel socket (siw binds with SO_REUSEADDR) then fails with
 /// EADDRINUSE where a side channel holds that port; libfabric 1.17's verbs
 /// provider loses that failure (fixed in 1.21: ofiwg/libfabric 486013572),
-/// so an ofi_rxm connection waits forever (measured on siw: 4 of 37 runs
-/// of the eight-clients test).
+/// so an ofi_rxm connection waits forever (siw; "server: two and eight
+/// clients writing at once"; QUIRKS.md has the runs).
 void share_port(int fd);
 /// "", "0.0.0.0" or "::": every interface.
 inline bool is_wildcard(std::string_view host)

@@ -62,7 +62,7 @@ public:
     /// Endpoints abandon()ed in this process.
     static std::size_t abandoned() noexcept;
     /// fi_enable failed on a layered provider: libfabric 1.17's ofi_rxm leaves
-    /// the endpoint half torn down, and fi_close on it crashes (measured on siw).
+    /// the endpoint half torn down, and fi_close on it crashes (on siw).
     bool unclosable() const noexcept { return unclosable_; }
 
     fid_ep* get() const noexcept { return fid_.get(); }

@@ -58,7 +58,7 @@ public:
     /// connections received but nobody read *after* closing each connection,
     /// and reposts their receive buffers on the endpoint it has just freed
     /// (`rxm_close_conn`: fi_close, then `rxm_flush_msg_cq`): a crash in
-    /// fi_close, seen on siw in the lab (libfabric#11828; fixed upstream after
+    /// fi_close on siw (libfabric#11828; fixed upstream after
     /// 1.17 by flushing first). Test: "node: a Node closed with messages it
     /// never read closes cleanly".
     void empty_out() noexcept;

@@ -239,9 +239,9 @@ private:
     std::size_t absorb(const Error& e);
 
     static constexpr std::size_t poll_batch = 16;
-    /// Waits read the clock once per this many + 1 empty polls: a clock read is
-    /// a system call where the clock source has no vDSO (the lab's TCG guest,
-    /// ~25 us), and a fast poll takes ~0.1 us here, so ~0.1 ms between checks.
+    /// Waits read the clock once per this many + 1 empty polls, about 0.1 ms
+    /// of fast polls between checks: a clock read is a system call where the
+    /// clock source has no vDSO (the lab's TCG guest; QUIRKS.md has the costs).
     static constexpr std::uint32_t clock_every = 1023;
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).

@@ -114,8 +114,8 @@ private:
     /// The keys under this store's prefix as one watch of it sees them,
     /// started at the first wait and kept: every later wait (a get of a key
     /// not there yet, a barrier) waits on it instead of a watch of its own
-    /// (a watch is a connection and a stream through the gateway: measured,
-    /// most of an 8-rank barrier). Null for a store without a prefix (it
+    /// (a watch is a connection and a stream through the gateway; QUIRKS.md
+    /// has its cost). Null for a store without a prefix (it
     /// would mirror all of etcd): its waits watch their keys one by one.
     std::shared_ptr<Mirror> mirror(Deadline deadline);
     /// get() of a key found absent at etcd's revision `absent_at`: waits on
@@ -129,8 +129,9 @@ private:
     /// Where barrier `key`'s members put their arrivals: under the prefix (a
     /// job's clean-up of its prefix takes them) but before every key a
     /// member may use, so outside the mirror's range: a watch of the prefix
-    /// would carry every member's arrival to every member (measured: 64
-    /// ranks, 7 barriers, 29,000 of a wire-up's 50,000 watch events).
+    /// would carry every member's arrival to every member (QUIRKS.md has the
+    /// count). Test: "etcd store: a barrier's arrivals stay out of the store's
+    /// keys and watch".
     std::string arrivals(std::string_view key) const;
     /// A watch of the keys from `from` up to `end` (etcd's range_end).
     EtcdWatch watch_range(const std::string& from, const std::string& end, Deadline deadline);

@@ -52,47 +52,51 @@ struct Quirks {
     /// their values (libfabric 1.17 verbs MSG endpoints): weft passes values.
     bool atomic_operands_by_value = false;
     /// A peer that dies mid-stream can stall or poison an RDM endpoint it
-    /// shared with other peers (measured: shm keeps its unfinished commands at
-    /// the head of the queue; sockets reports its broken connection as an error
+    /// shared with other peers (shm keeps its unfinished commands at the head
+    /// of the queue; sockets reports its broken connection as an error
     /// completion to whoever polls next): a Server gives each RDM connection its
-    /// own endpoint.
+    /// own endpoint. Test: "faults: a client killed mid-stream".
     bool dead_peer_blocks_endpoint = false;
     /// Some small RMA reads that cross a page boundary return wrong bytes for
     /// part of the range, and again when repeated, while the target memory is
-    /// right (soft-iWARP, measured: 16-18 of 39,882 soak reads). Not worked
-    /// around yet: the soak counts them instead of failing.
+    /// right (soft-iWARP). Not worked around yet: "soak: 10^5 random RMA
+    /// writes and reads, every byte verified" counts them instead of failing.
     bool page_crossing_reads_unreliable = false;
     /// A write to a region exported read-only lands anyway: the layer
     /// registers core memory with local read access, which iWARP turns into
-    /// remote write (ofi_rxm over iWARP, measured).
+    /// remote write (ofi_rxm over iWARP). Test: "least privilege: a forged
+    /// descriptor gets no more than was exported".
     bool read_only_unenforced = false;
     /// A peer killed while it held the lock of a shared-memory queue leaves it
     /// held: any later call into the provider that takes it spins forever, and
-    /// no deadline reaches it (shm in libfabric 1.17, measured). weft's own
-    /// threads give up on such an endpoint (Endpoint::abandoned()); keep an
-    /// application thread that may be stuck, and what it touches, alive.
+    /// no deadline reaches it (shm in libfabric 1.17; "faults: a peer killed
+    /// mid-stream" kills one so). weft's own threads give up on such an
+    /// endpoint (Endpoint::abandoned()); keep an application thread that may
+    /// be stuck, and what it touches, alive.
     bool dead_peer_can_hang_calls = false;
     /// The first message of a new connection can sit unread at the acceptor
     /// until more data arrives (siw in Linux 6.1 hands the socket to the QP
-    /// only after sending the MPA reply; data in between wakes nobody;
-    /// measured: 2 of 384 connections). weft's initiator nudges (below).
+    /// only after sending the MPA reply; data in between wakes nobody).
+    /// weft's initiator nudges (below); every connection test on siw runs it.
     bool first_message_can_stall = false;
     /// A write_notify up to the inject size is queued for the target and
     /// reported complete at once, while an RMA read bypasses that queue, so a
-    /// read right after it can return the old bytes (shm in libfabric 1.17,
-    /// measured: 199 of 200). weft makes the first read after such a write
-    /// wait for the queue (Endpoint::flush), keeping read-after-write.
+    /// read right after it can return the old bytes (shm in libfabric 1.17).
+    /// weft makes the first read after such a write wait for the queue
+    /// (Endpoint::flush), keeping read-after-write: "contract: a completed
+    /// write is seen by the read that follows it".
     bool reads_overtake_queued_writes = false;
     /// RDM: FI_SOURCE names the wrong peer for a notification (ofi_rxm,
-    /// ofi_rxd) or a message (ofi_rxd) in libfabric 1.17 (measured: every one
-    /// of 8 peers' notifications reported as the first peer's). A Node then
-    /// carries the sender's identity itself, in the upper CQ-data bits.
+    /// ofi_rxd) or a message (ofi_rxd) in libfabric 1.17. A Node then
+    /// carries the sender's identity itself, in the upper CQ-data bits ("node:
+    /// every notification names the peer that sent it"; "node: every message
+    /// names the peer that sent it").
     bool notify_source_unreliable = false;
     bool message_source_unreliable = false;
     /// The queue's wait descriptor does not turn readable when data arrives
-    /// (ofi_rxm: its core connections' traffic does not reach it; measured:
-    /// 10 s asleep with a notification waiting). Sleeping waits and progress
-    /// threads then sleep at most 10 ms at a time there.
+    /// (ofi_rxm: its core connections' traffic does not reach it). Sleeping
+    /// waits and progress threads then sleep at most 10 ms at a time there
+    /// ("node sleep: a server with 8 idle peers uses no CPU while it waits").
     bool wait_fd_misses_data = false;
 };
 

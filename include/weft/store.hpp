@@ -5,7 +5,7 @@
 ///
 /// Implementations: MemoryStore (members are threads of one process) and
 /// FileStore (a directory every member sees). The contract, proven by the same
-/// tests on each (tests/store.cpp):
+/// tests on each (the "store: ..." test cases):
 ///   - set() replaces; get() waits until the key exists, else TimeoutError
 ///     naming the key; erase() removes.
 ///   - add() is atomic across members: N members adding 1 each see N distinct

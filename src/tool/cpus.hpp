@@ -5,9 +5,9 @@
 ///
 /// Both ends of a ping-pong poll without sleeping: when they must share a CPU
 /// with each other or with other work, each waits for the scheduler to run the
-/// other, and a latency run measures time slices (the same 8 B tcp ping-pong:
-/// 4 ms per transfer on a loaded 2-CPU machine, 14 us pinned on an idle one).
-/// Header-only, shared like sizes.hpp. Tested by tests/tools_units.cpp.
+/// other, and a latency run measures time slices (QUIRKS.md has an 8 B tcp
+/// ping-pong both ways). Header-only, shared like sizes.hpp. Tested by the
+/// "tools: cpus: ..." test cases.
 #pragma once
 
 #include <sched.h>

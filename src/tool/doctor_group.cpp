@@ -23,9 +23,9 @@ std::string limit_text(rlim_t v)
 
 Finding check_open_files(unsigned ranks)
 {
-    // A connected peer holds a descriptor on tcp, net and ofi_rxm (measured:
-    // one per peer), and a process keeps others of its own (queues, the
-    // store's connection, libraries): 64 of headroom.
+    // A connected peer holds one descriptor on tcp, net and ofi_rxm, and a
+    // process keeps others of its own (queues, the store's connection,
+    // libraries): 64 of headroom.
     const rlim_t need = rlim_t{ranks} + 64;
     rlimit lim{};
     getrlimit(RLIMIT_NOFILE, &lim);
@@ -49,8 +49,10 @@ Finding check_open_files(unsigned ranks)
 Finding check_universe(unsigned ranks)
 {
     // libfabric sizes ofi_rxm's queues for FI_UNIVERSE_SIZE peers (1024 when
-    // unset, src/common.c); measured here, an rxm group past 256 peers
-    // without it set overran its completion queues (../shared/groups-lab.md).
+    // unset, src/common.c). measured_safe: the group size past which an
+    // ofi_rxm group with it unset overruns its completion queues on the host
+    // (QUIRKS.md). Test: "doctor: a group's open-file limit and
+    // FI_UNIVERSE_SIZE are checked against its ranks".
     constexpr unsigned libfabric_default = 1024;
     constexpr unsigned measured_safe = 256;
     const char* set = std::getenv("FI_UNIVERSE_SIZE");

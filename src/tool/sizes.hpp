@@ -6,7 +6,8 @@
 /// k / kb / kib, m / mb / mib, g / gb / gib (and b for bytes): 4096, 64k, 64KiB,
 /// 1.5m. A fraction is accepted only when it comes to whole bytes (1.5k = 1536;
 /// 0.1k and 1.5 are refused). Header-only: the pingpong library and the
-/// benchmarks share it without sharing a library. Tested by tests/tools_units.cpp.
+/// benchmarks share it without sharing a library. Tested by the "tools: sizes:
+/// ..." test cases.
 #pragma once
 
 #include <cstddef>

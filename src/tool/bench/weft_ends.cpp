@@ -181,8 +181,8 @@ private:
     }
 
     /// One deadline per timed loop: Deadline::after reads the clock, which is a
-    /// system call where the clock source has no vDSO (the lab's TCG guest:
-    /// +25 us per read round trip, measured), and perftest reads none.
+    /// system call where the clock source has no vDSO (the lab's TCG guest;
+    /// QUIRKS.md has the cost), and perftest reads none.
     Deadline loop_deadline() const { return Deadline::after(cfg_.timeout + cfg_.budget); }
 
     void lat_read(const Plan& plan)
