@@ -3,7 +3,6 @@
 // backtrace file left behind (providers/psm.cpp undoes libinfinipath's handlers).
 #include <catch2/catch.hpp>
 
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,26 +10,7 @@
 #include <filesystem>
 #include <string>
 
-extern char** environ;
-
-namespace {
-
-/// Runs the crashing program in `dir`; returns its wait status.
-int run_in(const std::filesystem::path& dir, const char* how)
-{
-    const auto here = std::filesystem::current_path();
-    std::filesystem::current_path(dir);
-    pid_t pid = -1;
-    char* argv[] = {const_cast<char*>(WEFT_TEST_CRASH_PATH), const_cast<char*>(how), nullptr};
-    const int e = posix_spawn(&pid, WEFT_TEST_CRASH_PATH, nullptr, nullptr, argv, environ);
-    std::filesystem::current_path(here);
-    REQUIRE(e == 0);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    return status;
-}
-
-} // namespace
+#include "support/process.hpp"
 
 TEST_CASE("signals: a crashing weft program dies of its signal and leaves no file",
           "[signals][process]")
@@ -40,7 +20,10 @@ TEST_CASE("signals: a crashing weft program dies of its signal and leaves no fil
     std::filesystem::create_directories(dir);
     for (const auto& [how, sig] : {std::pair{"segv", SIGSEGV}, std::pair{"abort", SIGABRT}}) {
         INFO(how);
-        const int status = run_in(dir, how);
+        // The crashing program (programs/crash.cpp) runs in `dir`.
+        weft::test::Process crash({{WEFT_TEST_CRASH_PATH, how}, {}, dir.string()}, "crash");
+        (void)crash.finish();
+        const int status = crash.wait_status();
         REQUIRE(WIFSIGNALED(status));
         CHECK(WTERMSIG(status) == sig);
     }

@@ -11,7 +11,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -19,6 +18,7 @@
 
 #include "support/cases.hpp"
 #include "support/peer_process.hpp"
+#include "support/process.hpp"
 
 using namespace weft;
 using weft::test::soon;
@@ -26,11 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
-bool run(const std::string& cmd)
-{
-    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 /// A namespace and a veth pair of its own (test cases may run in parallel):
 /// weft-aN (10.77.N.1) here, weft-bN (10.77.N.2) in namespace weft-faultN.
@@ -42,32 +37,32 @@ struct Network {
           b(fmt::format("weft-b{}", id)), here_ip(fmt::format("10.77.{}.1", id)),
           there_ip(fmt::format("10.77.{}.2", id))
     {
-        run(fmt::format("ip netns del {}", ns)); // a leftover of a killed run
-        run(fmt::format("ip link del {}", a));
-        ok = run(fmt::format("ip netns add {}", ns)) &&
-             run(fmt::format("ip link add {} type veth peer name {}", a, b)) &&
-             run(fmt::format("ip link set {} netns {}", b, ns)) &&
-             run(fmt::format("ip addr add {}/24 dev {}", here_ip, a)) &&
-             run(fmt::format("ip link set {} up", a)) &&
-             run(fmt::format("ip netns exec {} ip addr add {}/24 dev {}", ns, there_ip, b)) &&
-             run(fmt::format("ip netns exec {} ip link set {} up", ns, b)) &&
-             run(fmt::format("ip netns exec {} ip link set lo up", ns));
+        test::succeeds(fmt::format("ip netns del {}", ns)); // a leftover of a killed run
+        test::succeeds(fmt::format("ip link del {}", a));
+        ok = test::succeeds(fmt::format("ip netns add {}", ns)) &&
+             test::succeeds(fmt::format("ip link add {} type veth peer name {}", a, b)) &&
+             test::succeeds(fmt::format("ip link set {} netns {}", b, ns)) &&
+             test::succeeds(fmt::format("ip addr add {}/24 dev {}", here_ip, a)) &&
+             test::succeeds(fmt::format("ip link set {} up", a)) &&
+             test::succeeds(fmt::format("ip netns exec {} ip addr add {}/24 dev {}", ns, there_ip, b)) &&
+             test::succeeds(fmt::format("ip netns exec {} ip link set {} up", ns, b)) &&
+             test::succeeds(fmt::format("ip netns exec {} ip link set lo up", ns));
         if (!ok)
             why = geteuid() != 0 ? "not root (needs CAP_NET_ADMIN)"
                                  : "ip netns / veth failed (no CAP_NET_ADMIN in this container?)";
     }
     ~Network()
     {
-        run(fmt::format("ip netns del {}", ns));
-        run(fmt::format("ip link del {}", a));
+        test::succeeds(fmt::format("ip netns del {}", ns));
+        test::succeeds(fmt::format("ip link del {}", a));
     }
     /// netem on both ends of the link, or false when the kernel has no netem.
     bool netem(const std::string& spec)
     {
-        return run(fmt::format("tc qdisc replace dev {} root netem {}", a, spec)) &&
-               run(fmt::format("ip netns exec {} tc qdisc replace dev {} root netem {}", ns, b, spec));
+        return test::succeeds(fmt::format("tc qdisc replace dev {} root netem {}", a, spec)) &&
+               test::succeeds(fmt::format("ip netns exec {} tc qdisc replace dev {} root netem {}", ns, b, spec));
     }
-    void link_down() { run(fmt::format("ip link set {} down", a)); }
+    void link_down() { test::succeeds(fmt::format("ip link set {} down", a)); }
     /// weft-test-peer serving tcp/MSG inside the namespace.
     test::PeerProcess peer()
     {

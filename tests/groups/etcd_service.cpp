@@ -14,13 +14,11 @@
 #include <fmt/format.h>
 
 #include "support/etcd.hpp"
-#include "support/spawn.hpp"
+#include "support/process.hpp"
 
 using namespace std::chrono_literals;
-using weft::test::finish;
-using weft::test::spawn;
-using weft::test::Spawned;
-using weft::test::wait_for_output;
+using weft::test::Command;
+using weft::test::Process;
 
 TEST_CASE("service on etcd: members join, one is killed and its lease expires, a late one "
           "joins and leaves: the service sees each change and verifies every block",
@@ -33,44 +31,42 @@ TEST_CASE("service on etcd: members join, one is killed and its lease expires, a
     const std::vector<std::string> env{
         fmt::format("WEFT_ETCD={}", weft::test::Etcd::shared().endpoint()),
         fmt::format("WEFT_SERVICE=test-{}", ::getpid())};
-    std::vector<Spawned> service;
-    service.push_back(spawn({WEFT_SERVICE_EXAMPLE_PATH, "serve", "120"}, env, "service"));
-    REQUIRE(wait_for_output(service[0], "serving on", 30s));
+    Process service(Command{{WEFT_SERVICE_EXAMPLE_PATH, "serve", "120"}, env}, "service");
+    REQUIRE(service.wait_for_output("serving on", 30s));
 
-    std::vector<Spawned> stay; // members that stay until killed
-    stay.push_back(spawn({WEFT_SERVICE_EXAMPLE_PATH, "join", "a", "3", "stay"}, env, "a"));
-    stay.push_back(spawn({WEFT_SERVICE_EXAMPLE_PATH, "join", "b", "5", "stay"}, env, "b"));
-    for (const Spawned& m : stay)
-        CHECK(wait_for_output(m, "READY", 60s));
-    CHECK(wait_for_output(service[0], "member a: block 2 verified", 10s));
-    CHECK(wait_for_output(service[0], "member b: block 4 verified", 10s));
+    std::vector<Process> stay; // members that stay until killed
+    stay.emplace_back(Command{{WEFT_SERVICE_EXAMPLE_PATH, "join", "a", "3", "stay"}, env}, "a");
+    stay.emplace_back(Command{{WEFT_SERVICE_EXAMPLE_PATH, "join", "b", "5", "stay"}, env}, "b");
+    for (const Process& m : stay)
+        CHECK(m.wait_for_output("READY", 60s));
+    CHECK(service.wait_for_output("member a: block 2 verified", 10s));
+    CHECK(service.wait_for_output("member b: block 4 verified", 10s));
 
     // "a" dies: its lease is no longer kept alive (TTL 2 s), and its key expires.
     const auto killed = weft::Clock::now();
-    ::kill(stay[0].pid, SIGKILL);
-    CHECK(wait_for_output(service[0], "member a left", 10s));
+    stay[0].signal(SIGKILL);
+    CHECK(service.wait_for_output("member a left", 10s));
     CHECK(weft::Clock::now() - killed < 5s);
 
     // A member that joins late, writes and leaves (its lease revoked at once).
-    std::vector<Spawned> late;
-    late.push_back(spawn({WEFT_SERVICE_EXAMPLE_PATH, "join", "c", "4"}, env, "c"));
-    finish(late);
-    INFO("member c printed:\n" << late[0].output);
-    CHECK(late[0].status == 0);
-    CHECK(wait_for_output(service[0], "member c: block 3 verified", 10s));
-    CHECK(wait_for_output(service[0], "member c left", 5s));
+    const auto late = weft::test::run({{WEFT_SERVICE_EXAMPLE_PATH, "join", "c", "4"}, env}, 180s, "c");
+    INFO("member c printed:\n" << late.output);
+    CHECK(late.status == 0);
+    CHECK(service.wait_for_output("member c: block 3 verified", 10s));
+    CHECK(service.wait_for_output("member c left", 5s));
 
-    ::kill(stay[1].pid, SIGKILL);
-    CHECK(wait_for_output(service[0], "member b left", 10s));
-    ::kill(service[0].pid, SIGTERM);
-    finish(service);
-    finish(stay);
-    INFO("the service printed:\n" << service[0].output);
-    CHECK(service[0].status == 0);
-    CHECK(service[0].output.find("WRONG") == std::string::npos);
-    CHECK(service[0].output.find("service ends: every block verified") != std::string::npos);
+    stay[1].signal(SIGKILL);
+    CHECK(service.wait_for_output("member b left", 10s));
+    service.signal(SIGTERM);
+    (void)service.finish();
+    weft::test::finish_all(stay);
+    const std::string said = service.output();
+    INFO("the service printed:\n" << said);
+    CHECK(service.status() == 0);
+    CHECK(said.find("WRONG") == std::string::npos);
+    CHECK(said.find("service ends: every block verified") != std::string::npos);
     // Each change seen once, in order: a and b joined, a left, c joined and left, b left.
-    const auto at = [&](const std::string& line) { return service[0].output.find(line); };
+    const auto at = [&](const std::string& line) { return said.find(line); };
     CHECK(at("member a joined") < at("member a left"));
     CHECK(at("member a left") < at("member c joined"));
     CHECK(at("member c joined") < at("member c left"));

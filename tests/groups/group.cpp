@@ -18,17 +18,17 @@
 
 #include "support/cases.hpp"
 #include "support/etcd.hpp"
-#include "support/spawn.hpp"
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/threads.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
 using weft::test::on_threads;
-using weft::test::finish;
+using weft::test::Command;
+using weft::test::finish_all;
+using weft::test::Process;
 using weft::test::soon;
-using weft::test::spawn;
-using weft::test::Spawned;
 
 namespace {
 
@@ -114,20 +114,21 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
         const SideListener probe("127.0.0.1", 0);
         port = probe.port();
     }
-    std::vector<Spawned> ranks;
+    std::vector<Process> ranks;
     for (std::uint32_t r = 0; r < 8; ++r)
-        ranks.push_back(spawn({WEFT_GROUP_EXAMPLE_PATH},
-                              {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
-                               fmt::format("WEFT_RANK={}", r), "WEFT_SIZE=8"},
-                              std::to_string(r)));
-    finish(ranks);
+        ranks.emplace_back(Command{{WEFT_GROUP_EXAMPLE_PATH},
+                                   {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
+                                    fmt::format("WEFT_RANK={}", r), "WEFT_SIZE=8"}},
+                           std::to_string(r));
+    finish_all(ranks);
     for (std::uint32_t r = 0; r < 8; ++r) {
-        INFO("rank " << r << " printed:\n" << ranks[r].output);
-        CHECK(ranks[r].status == 0);
-        CHECK(ranks[r].output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
+        const std::string output = ranks[r].output();
+        INFO("rank " << r << " printed:\n" << output);
+        CHECK(ranks[r].status() == 0);
+        CHECK(output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
               std::string::npos);
     }
-    CHECK(ranks[0].output.find("the TCP store (rank 0 serves it)") != std::string::npos);
+    CHECK(ranks[0].output().find("the TCP store (rank 0 serves it)") != std::string::npos);
 }
 
 TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store, etcd and a file store: "
@@ -154,33 +155,34 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store, etcd and a f
     }
     constexpr std::uint32_t n = 8;
     constexpr std::uint32_t victim = 5;
-    std::vector<Spawned> ranks;
+    std::vector<Process> ranks;
     for (std::uint32_t r = 0; r < n; ++r)
-        ranks.push_back(spawn({WEFT_GROUP_MEMBER_PATH},
-                              {where, fmt::format("WEFT_JOB=killed-{}", ::getpid()),
-                               fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
-                               fmt::format("WEFT_TEST_VICTIM={}", victim),
-                               "WEFT_TEST_SHRINK=1"},
-                              std::to_string(r)));
+        ranks.emplace_back(Command{{WEFT_GROUP_MEMBER_PATH},
+                                   {where, fmt::format("WEFT_JOB=killed-{}", ::getpid()),
+                                    fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n),
+                                    fmt::format("WEFT_TEST_VICTIM={}", victim),
+                                    "WEFT_TEST_SHRINK=1"}},
+                           std::to_string(r));
     // Once the victim is through the first barrier, kill it.
-    REQUIRE(test::wait_for_output(ranks[victim], "READY", 120s));
+    REQUIRE(ranks[victim].wait_for_output("READY", 120s));
     std::this_thread::sleep_for(300ms); // the others are in their second barrier
     const auto killed = std::chrono::steady_clock::now();
-    ::kill(ranks[victim].pid, SIGKILL);
-    finish(ranks);
+    ranks[victim].signal(SIGKILL);
+    finish_all(ranks);
     for (std::uint32_t r = 0; r < n; ++r) {
         if (r == victim)
             continue;
-        INFO("rank " << r << " printed:\n" << ranks[r].output);
-        CHECK(ranks[r].status == 0); // an error, peer_lost(), naming the victim
+        const std::string output = ranks[r].output();
+        INFO("rank " << r << " printed:\n" << output);
+        CHECK(ranks[r].status() == 0); // an error, peer_lost(), naming the victim
         long long at = 0;
-        const auto pos = ranks[r].output.find("AT ");
+        const auto pos = output.find("AT ");
         REQUIRE(pos != std::string::npos);
-        at = std::stoll(ranks[r].output.substr(pos + 3));
+        at = std::stoll(output.substr(pos + 3));
         const auto after = std::chrono::nanoseconds(at) - killed.time_since_epoch();
         CHECK(after < 5s);
         // Renumbered in the old order: the ranks above the victim move down.
-        CHECK(ranks[r].output.find(fmt::format("SHRUNK rank {} of {} (first {}): ring and mesh "
+        CHECK(output.find(fmt::format("SHRUNK rank {} of {} (first {}): ring and mesh "
                                                "verified",
                                                r < victim ? r : r - 1, n - 1, r)) !=
               std::string::npos);
@@ -192,21 +194,19 @@ TEST_CASE("group: one of 8 ranks killed under mpirun --enable-recovery (the PMIx
           "ring and mesh",
           "[group][process][faults][pmix]")
 {
-    if (std::system("mpirun --version > /dev/null 2>&1") != 0) {
+    if (!test::succeeds("mpirun --version")) {
         WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
         return;
     }
     constexpr std::uint32_t n = 8;
     constexpr std::uint32_t victim = 5;
     // --enable-recovery: without it mpirun ends every rank a second after one dies.
-    std::vector<Spawned> job;
-    job.push_back(spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "--enable-recovery",
-                         "-np", std::to_string(n), WEFT_GROUP_MEMBER_PATH},
-                        {fmt::format("WEFT_TEST_VICTIM={}", victim), "WEFT_TEST_SELF_KILL=1",
-                         "WEFT_TEST_SHRINK=1"},
-                        "mpirun-killed"));
-    finish(job);
-    const std::string& out = job[0].output;
+    const test::Ran job = test::run(
+        {{"mpirun", "--allow-run-as-root", "--oversubscribe", "--enable-recovery", "-np",
+          std::to_string(n), WEFT_GROUP_MEMBER_PATH},
+         {fmt::format("WEFT_TEST_VICTIM={}", victim), "WEFT_TEST_SELF_KILL=1", "WEFT_TEST_SHRINK=1"}},
+        180s, "mpirun-killed");
+    const std::string& out = job.output;
     INFO("mpirun printed:\n" << out);
     const auto killed_at = out.find("KILLED AT ");
     REQUIRE(killed_at != std::string::npos);
@@ -230,21 +230,19 @@ TEST_CASE("group: one of 8 ranks killed under mpirun --enable-recovery (the PMIx
 TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and mesh",
           "[group][process][pmix]")
 {
-    if (std::system("mpirun --version > /dev/null 2>&1") != 0) {
+    if (!test::succeeds("mpirun --version")) {
         WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
         return;
     }
-    std::vector<Spawned> job;
-    job.push_back(spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8",
-                         WEFT_GROUP_EXAMPLE_PATH},
-                        {}, "mpirun"));
-    finish(job);
-    INFO("mpirun printed:\n" << job[0].output);
-    CHECK(job[0].status == 0);
+    const test::Ran job = test::run(
+        {{"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", WEFT_GROUP_EXAMPLE_PATH}},
+        180s, "mpirun");
+    INFO("mpirun printed:\n" << job.output);
+    CHECK(job.status == 0);
     for (std::uint32_t r = 0; r < 8; ++r)
-        CHECK(job[0].output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
+        CHECK(job.output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
               std::string::npos);
-    CHECK(job[0].output.find("launched by a PMIx launcher") != std::string::npos);
+    CHECK(job.output.find("launched by a PMIx launcher") != std::string::npos);
 }
 
 TEST_CASE("group: a rank that never joins is named by the others' timeout, and bad ranks are "

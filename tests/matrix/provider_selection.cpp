@@ -2,10 +2,10 @@
 // Provider choice: the order, the overrides, and the report printed every run.
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "support/cases.hpp"
+#include "support/process.hpp"
 
 using namespace weft;
 
@@ -28,18 +28,6 @@ struct EnvGuard {
     const char* name_;
     std::optional<std::string> old_;
 };
-
-std::string run(const std::string& command)
-{
-    std::string out;
-    if (FILE* f = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        while (std::size_t n = std::fread(buf, 1, sizeof buf, f))
-            out.append(buf, n);
-        ::pclose(f);
-    }
-    return out;
-}
 
 } // namespace
 
@@ -95,8 +83,10 @@ TEST_CASE("select: WEFT_PROVIDER and Options::provider override the order", "[se
 TEST_CASE("select: FI_PROVIDER is respected and named", "[select]")
 {
     // libfabric reads FI_PROVIDER once per process: ask a fresh one.
-    const std::string out = run(std::string("FI_PROVIDER=sockets ") + WEFT_CLI_PATH +
-                                " pingpong --max-size 8 --budget-ms 10 2>&1");
+    const std::string out =
+        test::run({{WEFT_CLI_PATH, "pingpong", "--max-size", "8", "--budget-ms", "10"},
+                   {"FI_PROVIDER=sockets"}})
+            .output;
     CHECK_THAT(out, Catch::Contains("weft: provider sockets") &&
                         Catch::Contains("FI_PROVIDER=sockets is set"));
     CHECK_THAT(out, Catch::Contains("bytes") && Catch::Contains("usec/xfer"));

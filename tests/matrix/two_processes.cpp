@@ -2,21 +2,12 @@
 // The matrix across a process boundary: the target is weft-test-peer.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
 #include "support/peer_process.hpp"
-
-extern char** environ;
 
 using namespace weft;
 using weft::test::soon;

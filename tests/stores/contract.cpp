@@ -22,6 +22,7 @@
 
 #include "support/etcd.hpp"
 #include "support/every_store.hpp"
+#include "support/process.hpp"
 #include "support/sockets.hpp"
 #include "support/temp_dir.hpp"
 #include "support/threads.hpp"
@@ -164,40 +165,20 @@ TEST_CASE("store: members as processes (file store, TCP store): add, barrier, ev
             return std::make_unique<TcpStore>(server->address(), Deadline::after(10s));
         return std::make_unique<FileStore>(dir.path);
     };
+    // Members as processes of their own (programs/store_member.cpp): 50 adds
+    // each, a key each, every key read back.
     constexpr int n = 8;
-    std::vector<pid_t> children;
-    for (int me = 0; me < n; ++me) {
-        const pid_t pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            // Only this thread lives on in the child: it never touches the
-            // parent's server, and leaves by _exit.
-            int rc = 0;
-            try {
-                const auto s = open();
-                for (int i = 0; i < 50; ++i)
-                    (void)s->add("counter", 1);
-                s->set(fmt::format("rank/{}", me), fmt::format("{}", me * me));
-                s->barrier("up", n, Deadline::after(60s));
-                for (int j = 0; j < n; ++j)
-                    if (s->get_text(fmt::format("rank/{}", j), Deadline::after(1s)) !=
-                        fmt::format("{}", j * j))
-                        rc = 2;
-                if (s->add("counter", 0) != n * 50)
-                    rc = 3;
-                s->barrier("done", n, Deadline::after(60s));
-            } catch (...) {
-                rc = 1;
-            }
-            ::_exit(rc);
-        }
-        children.push_back(pid);
-    }
-    for (const pid_t pid : children) {
-        int status = 0;
-        REQUIRE(::waitpid(pid, &status, 0) == pid);
-        CHECK(WIFEXITED(status));
-        CHECK(WEXITSTATUS(status) == 0);
+    std::vector<test::Process> members;
+    for (int me = 0; me < n; ++me)
+        members.emplace_back(test::Command{{WEFT_TEST_STORE_MEMBER_PATH, tcp ? "tcp" : "file",
+                                            tcp ? server->address() : dir.path, "count",
+                                            std::to_string(me), std::to_string(n)}},
+                             fmt::format("member-{}", me));
+    test::finish_all(members);
+    for (const test::Process& m : members) {
+        INFO("a member printed: " << m.output());
+        CHECK(WIFEXITED(m.wait_status()));
+        CHECK(WEXITSTATUS(m.wait_status()) == 0);
     }
     const auto last = open();
     CHECK(last->add("counter", 0) == n * 50);

@@ -5,7 +5,6 @@
 // (its key expires within the TTL), one that closes (its key goes at once),
 // one that joins late; etcd that is not there, or stops under a watch, is an
 // error naming it.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/etcd.hpp"
+#include "support/peer_process.hpp"
 #include "weft/error.hpp"
 #include "weft/etcd_store.hpp"
 
@@ -49,29 +49,10 @@ TEST_CASE("etcd store: members join and leave: a watch on their prefix sees each
     }
     const std::string at = test::Etcd::shared().endpoint();
     const std::string prefix = fmt::format("svc-{}/", ::getpid());
-    // Member "a" is a process (killed later); it joins before this one opens
-    // its own store (no fork after threads).
-    int ready[2];
-    REQUIRE(pipe(ready) == 0);
-    const pid_t a = fork();
-    REQUIRE(a >= 0);
-    if (a == 0) {
-        try {
-            EtcdStore s(at, Deadline::after(30s), prefix, 1s);
-            s.set_while_alive("members/a", std::string_view("10.0.0.1:7000"));
-            (void)!write(ready[1], "1", 1);
-            std::this_thread::sleep_for(120s); // killed before this ends
-        } catch (...) {
-        }
-        _exit(1);
-    }
-    ::close(ready[1]); // a child that fails closes the pipe: the read ends
-    char byte = 0;
-    const bool joined = read(ready[0], &byte, 1) == 1;
-    ::close(ready[0]);
-    if (!joined)
-        ::waitpid(a, nullptr, 0);
-    REQUIRE(joined);
+    // Member "a" is a process (programs/store_member.cpp, killed later).
+    test::PeerProcess a(WEFT_TEST_STORE_MEMBER_PATH,
+                        {"etcd", at, prefix, "live", "members/a", "10.0.0.1:7000"});
+    REQUIRE(a.first_line() == "READY");
     EtcdStore survivor(at, Deadline::after(30s), prefix, 1s);
     EtcdWatch members = survivor.watch("members/", Deadline::after(10s));
     // The watch starts with who is there.
@@ -93,8 +74,7 @@ TEST_CASE("etcd store: members join and leave: a watch on their prefix sees each
 
     // "a" is killed: its lease is no longer kept alive, and its key expires.
     const auto killed = Clock::now();
-    ::kill(a, SIGKILL);
-    ::waitpid(a, nullptr, 0);
+    a.kill_now();
     change = members.next(Deadline::after(10s));
     REQUIRE(change);
     CHECK(Clock::now() - killed < 5s); // TTL 1 s, and etcd's expiry tick

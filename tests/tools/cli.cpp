@@ -5,11 +5,6 @@
 // per domain. Runs the built CLI (WEFT_CLI_PATH).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpus.hpp"
+#include "support/process.hpp"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -30,21 +26,19 @@ struct Run {
     std::string out;
 };
 
+/// Runs a shell command line; what its standard output got.
+Run shell(const std::string& line)
+{
+    const weft::test::Ran ran = weft::test::run_shell(line);
+    // sh reports a child killed by a signal as 128 + the signal.
+    return {ran.status < 128 ? ran.status : -1, ran.output};
+}
+
 /// Runs `args` after the CLI through sh; `redirect` says where its streams go
 /// ("2>&1": both captured).
 Run cli(const std::string& args, const std::string& redirect = "2>&1")
 {
-    Run r;
-    const std::string command = std::string(WEFT_CLI_PATH) + " " + args + " " + redirect;
-    if (FILE* f = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        while (std::size_t n = std::fread(buf, 1, sizeof buf, f))
-            r.out.append(buf, n);
-        const int st = ::pclose(f);
-        // sh reports a child killed by a signal as 128 + the signal.
-        r.status = WIFEXITED(st) && WEXITSTATUS(st) < 128 ? WEXITSTATUS(st) : -1;
-    }
-    return r;
+    return shell(std::string(WEFT_CLI_PATH) + " " + args + " " + redirect);
 }
 
 /// The last line of `text` that parses as JSON.
@@ -57,10 +51,7 @@ json last_json(const std::string& text)
     return j;
 }
 
-bool have(const char* program)
-{
-    return std::system(("command -v " + std::string(program) + " >/dev/null 2>&1").c_str()) == 0;
-}
+bool have(const char* program) { return weft::test::succeeds("command -v " + std::string(program)); }
 
 /// A scratch directory, removed at the end.
 struct TempDir {
@@ -210,19 +201,10 @@ TEST_CASE("tools: both tools warn when the ends have too few CPUs", "[tools][cli
     for (const std::string args : {"pingpong --max-size 8", "bench lat-write -s 8"}) {
         INFO(args);
         // Only stderr, and the run still succeeds.
-        const std::string command =
-            one_cpu + WEFT_CLI_PATH + " " + args + " " + quick + " 2>&1 >/dev/null";
-        std::string err;
-        int st = -1;
-        if (FILE* f = ::popen(command.c_str(), "r")) {
-            char buf[4096];
-            while (std::size_t n = std::fread(buf, 1, sizeof buf, f))
-                err.append(buf, n);
-            st = ::pclose(f);
-        }
-        CHECK(WIFEXITED(st));
-        CHECK(WEXITSTATUS(st) == 0);
-        CHECK_THAT(err, Catch::Contains("warning: 2 busy-polling ends and 1 CPU"));
+        const Run r = shell(one_cpu + WEFT_CLI_PATH + " " + args + " " + quick + " 2>&1 >/dev/null");
+        CHECK(r.status >= 0); // not killed by a signal
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, Catch::Contains("warning: 2 busy-polling ends and 1 CPU"));
     }
 }
 
@@ -288,11 +270,10 @@ TEST_CASE("tools: bench --plot writes the format its extension names, and nothin
 
 TEST_CASE("tools: doctor --shm-peer with a PID that names no process says so", "[tools][cli][doctor]")
 {
-    const pid_t child = fork();
-    if (child == 0)
-        _exit(0);
+    weft::test::Process ended({{"true"}}, "true");
+    const pid_t child = ended.pid();
     REQUIRE(child > 0);
-    REQUIRE(waitpid(child, nullptr, 0) == child); // reaped: the PID names no process now
+    REQUIRE(ended.finish() == 0); // reaped: the PID names no process now
     const Run r = cli("doctor --json --shm-peer " + std::to_string(child), "2>/dev/null");
     const json j = json::parse(r.out, nullptr, false);
     REQUIRE_FALSE(j.is_discarded());

@@ -3,15 +3,13 @@
 // environment has the problem, must produce its finding.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "support/peer_process.hpp"
+#include "support/process.hpp"
 
 using nlohmann::json;
 
@@ -22,19 +20,11 @@ struct Run {
     json out;
 };
 
-Run run_shell(const std::string& command)
+/// Runs a shell command line; its status, and its standard output as JSON.
+Run run_json(const std::string& command)
 {
-    Run r;
-    std::string text;
-    if (FILE* f = ::popen(command.c_str(), "r")) {
-        char buf[4096];
-        while (std::size_t n = std::fread(buf, 1, sizeof buf, f))
-            text.append(buf, n);
-        const int st = ::pclose(f);
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    r.out = json::parse(text, nullptr, false);
-    return r;
+    const weft::test::Ran ran = weft::test::run_shell(command);
+    return {ran.status < 128 ? ran.status : -1, json::parse(ran.output, nullptr, false)};
 }
 
 std::string doctor() { return std::string(WEFT_CLI_PATH) + " doctor --json"; }
@@ -53,14 +43,14 @@ std::vector<json> findings(const Run& r, const std::string& check)
 
 bool can_unshare(const char* flags)
 {
-    return std::system(("unshare " + std::string(flags) + " true 2>/dev/null").c_str()) == 0;
+    return weft::test::succeeds("unshare " + std::string(flags) + " true");
 }
 
 } // namespace
 
 TEST_CASE("doctor: the exit status says whether weft can run RDMA here", "[doctor]")
 {
-    const Run r = run_shell(doctor());
+    const Run r = run_json(doctor());
     REQUIRE_FALSE(r.out.is_discarded());
     const bool rdma = r.out["rdma"];
     CHECK(r.status == (rdma ? 0 : 1));
@@ -72,25 +62,8 @@ TEST_CASE("doctor: the exit status says whether weft can run RDMA here", "[docto
 
 TEST_CASE("doctor: a low RLIMIT_MEMLOCK is found and its fix named", "[doctor]")
 {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        rlimit low{64 * 1024, 64 * 1024};
-        setrlimit(RLIMIT_MEMLOCK, &low);
-        execl(WEFT_CLI_PATH, WEFT_CLI_PATH, "doctor", "--json", nullptr);
-        _exit(127);
-    }
-    close(fds[1]);
-    std::string text;
-    char buf[4096];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
-        text.append(buf, static_cast<std::size_t>(n));
-    close(fds[0]);
-    waitpid(pid, nullptr, 0);
-    Run r;
-    r.out = json::parse(text, nullptr, false);
+    // 64 KiB, soft and hard.
+    const Run r = run_json("ulimit -l 64 && exec " + doctor());
     const auto f = findings(r, "memlock");
     REQUIRE(f.size() == 1);
     CHECK(f[0]["verdict"] != "ok");
@@ -104,7 +77,7 @@ TEST_CASE("doctor: a host name that does not resolve breaks rdma_cm", "[doctor]"
         WARN("SKIPPED: cannot create a UTS namespace here (needs root)");
         return;
     }
-    const Run r = run_shell("unshare --uts sh -c 'hostname weft-doctor-nowhere.invalid && exec " +
+    const Run r = run_json("unshare --uts sh -c 'hostname weft-doctor-nowhere.invalid && exec " +
                             doctor() + "'");
     const auto f = findings(r, "rdma_cm");
     REQUIRE(f.size() == 1);
@@ -122,14 +95,14 @@ TEST_CASE("doctor: loopback only, and container bridges, are found", "[doctor]")
     }
     SECTION("only the loopback interface")
     {
-        const Run r = run_shell("unshare --net sh -c 'ip link set lo up && exec " + doctor() + "'");
+        const Run r = run_json("unshare --net sh -c 'ip link set lo up && exec " + doctor() + "'");
         const auto f = findings(r, "interfaces");
         REQUIRE_FALSE(f.empty());
         CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("only the loopback"));
     }
     SECTION("a docker bridge the tcp provider may pick")
     {
-        const Run r = run_shell(
+        const Run r = run_json(
             "unshare --net sh -c 'ip link set lo up && ip link add docker0 type bridge && "
             "ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0 up && exec " +
             doctor() + "'");
@@ -147,18 +120,17 @@ TEST_CASE("doctor: shm without ptrace permission says so", "[doctor]")
 {
     // A peer that is not dumpable may not be attached to without CAP_SYS_PTRACE:
     // run the doctor with that capability dropped, as an unprivileged user is.
-    if (std::system("setpriv --bounding-set -sys_ptrace true 2>/dev/null") != 0) {
+    if (!weft::test::succeeds("setpriv --bounding-set -sys_ptrace true")) {
         WARN("SKIPPED: setpriv cannot drop CAP_SYS_PTRACE here");
         return;
     }
-    FILE* peer = ::popen((std::string("exec ") + WEFT_UNDUMPABLE_PATH).c_str(), "r");
-    REQUIRE(peer);
+    // The undumpable program prints its pid.
+    weft::test::PeerProcess peer(WEFT_UNDUMPABLE_PATH, {});
     int pid = 0;
-    REQUIRE(std::fscanf(peer, "%d", &pid) == 1);
-    const Run r = run_shell("setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace " +
+    REQUIRE(std::sscanf(peer.first_line().c_str(), "%d", &pid) == 1);
+    const Run r = run_json("setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace " +
                             doctor() + " --shm-peer " + std::to_string(pid));
-    kill(pid, SIGKILL);
-    ::pclose(peer);
+    peer.kill_now();
     const auto f = findings(r, "ptrace/shm");
     REQUIRE(f.size() == 1);
     CHECK(f[0]["verdict"] == "FAIL");
@@ -173,7 +145,7 @@ TEST_CASE("doctor: a full /dev/shm is found", "[doctor]")
         WARN("SKIPPED: cannot create a mount namespace here (needs root)");
         return;
     }
-    const Run r = run_shell("unshare --mount sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " +
+    const Run r = run_json("unshare --mount sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " +
                             doctor() + "'");
     const auto f = findings(r, "/dev/shm");
     REQUIRE(f.size() == 1);
@@ -187,23 +159,23 @@ TEST_CASE("doctor: a group's open-file limit and FI_UNIVERSE_SIZE are checked ag
     // Under `ulimit -n 256` (soft, and hard), 100 ranks fit, 1000 do not.
     const std::string base = "ulimit -n 256 && unset FI_UNIVERSE_SIZE && exec " +
                              std::string(WEFT_CLI_PATH) + " doctor --json --ranks ";
-    const Run small = run_shell("bash -c '" + base + "100'");
+    const Run small = run_json("bash -c '" + base + "100'");
     auto f = findings(small, "open files");
     REQUIRE(f.size() == 1);
     CHECK(f[0]["verdict"] == "ok");
-    const Run big = run_shell("bash -c '" + base + "1000'");
+    const Run big = run_json("bash -c '" + base + "1000'");
     f = findings(big, "open files");
     REQUIRE(f.size() == 1);
     CHECK(f[0]["verdict"] == "FAIL");
     CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("256 (soft) / 256 (hard)"));
     CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ulimit -n 1064"));
     // A universe smaller than the group is found and its fix named.
-    const Run narrow = run_shell("FI_UNIVERSE_SIZE=16 " + std::string(WEFT_CLI_PATH) +
+    const Run narrow = run_json("FI_UNIVERSE_SIZE=16 " + std::string(WEFT_CLI_PATH) +
                                  " doctor --json --ranks 100");
     f = findings(narrow, "universe size");
     REQUIRE(f.size() == 1);
     CHECK(f[0]["verdict"] == "warn");
     CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("FI_UNIVERSE_SIZE=100"));
     // Without --ranks, neither check runs.
-    CHECK(findings(run_shell(doctor()), "open files").empty());
+    CHECK(findings(run_json(doctor()), "open files").empty());
 }
