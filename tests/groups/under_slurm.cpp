@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The group example launched by Slurm: srun --mpi=pmix -n 8 on a one-node
 // cluster that the test starts itself (support/slurm.hpp), which checks the
-// PMIx store under Slurm's PMIx server as group.cpp does under mpirun's.
+// PMIx store under Slurm's PMIx server as ranks_as_processes.cpp does under mpirun's.
 #include <cstdint>
 #include <string>
 

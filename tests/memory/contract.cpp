@@ -75,8 +75,7 @@ TEST_CASE("memory contract: requested keys are unique and unguessable", "[memory
 {
     test::Case c{"tcp", EndpointKind::msg};
     WEFT_REQUIRE_CELL(c);
-    auto sel = select(test::options_for(c));
-    auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+    auto domain = test::domain_for(c);
     REQUIRE_FALSE(domain->mr_mode() & FI_MR_PROV_KEY);
     std::vector<std::shared_ptr<MemoryRegion>> regions;
     std::set<std::uint64_t> keys;

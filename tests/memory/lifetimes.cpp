@@ -99,8 +99,7 @@ TEST_CASE("lifetimes: sizes that cannot be allocated are refused with the size",
 {
     const test::Case c{"tcp", EndpointKind::msg};
     WEFT_REQUIRE_CELL(c);
-    auto sel = select(test::options_for(c));
-    auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+    auto domain = test::domain_for(c);
     for (const std::size_t size : {SIZE_MAX, SIZE_MAX - 4095}) {
         INFO(size);
         CHECK_THAT(thrown<UsageError>([&] { (void)MemoryRegion::allocate(domain, size, Access::local); }),

@@ -1,44 +1,21 @@
 // SPDX-License-Identifier: MIT
-// Buffer pool, registration cache, batched writes, progress-thread placement,
-// NUMA placement, and zero-copy file regions.
+// The buffer pool (blocks loaned once, shared by threads, a data-path source)
+// and the registration cache (hits by owner, never stale, moves data).
 #include <catch2/catch.hpp>
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <thread>
 
-#include <rdma/fi_errno.h>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "traits.hpp"
 #include "support/cases.hpp"
 
 using namespace weft;
 using weft::test::soon;
-using namespace std::chrono_literals;
-
-namespace {
-
-
-std::shared_ptr<Domain> tcp_domain(Options o = {})
-{
-    auto sel = select(test::options_for({"tcp", EndpointKind::msg}, o));
-    return Domain::open(Fabric::open(sel.info()), sel.info());
-}
-
-} // namespace
 
 TEST_CASE("buffer pool: blocks are loaned once and come back", "[pool]")
 {
-    auto pool = BufferPool::create(tcp_domain(), 4000, 64);
+    auto pool = BufferPool::create(test::domain_for({"tcp", EndpointKind::msg}), 4000, 64);
     CHECK(pool->block_size() == 4032); // rounded to 64
     CHECK(pool->available() == 64);
     std::vector<BufferPool::Block> held;
@@ -58,7 +35,7 @@ TEST_CASE("buffer pool: blocks are loaned once and come back", "[pool]")
 
 TEST_CASE("buffer pool: threads share it without locks or double loans", "[pool][threads]")
 {
-    auto pool = BufferPool::create(tcp_domain(), 64, 16);
+    auto pool = BufferPool::create(test::domain_for({"tcp", EndpointKind::msg}), 64, 16);
     std::atomic<int> errors{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
@@ -99,7 +76,7 @@ TEST_CASE("buffer pool: a block is a data-path source", "[pool][rma]")
 
 TEST_CASE("registration cache: hits by owner, never stale", "[cache]")
 {
-    RegistrationCache cache(tcp_domain(), Access::local, 4);
+    RegistrationCache cache(test::domain_for({"tcp", EndpointKind::msg}), Access::local, 4);
     auto a = std::make_shared<std::vector<std::byte>>(8192);
     const Local first = cache.get(a, *a);
     const Local again = cache.get(a, std::span(*a).subspan(100, 1000)); // inside: a hit
@@ -146,127 +123,4 @@ TEST_CASE("registration cache: a cached registration moves data", "[cache][rma]"
     }
     CHECK(cache.stats().misses == 1);
     CHECK(cache.stats().hits == 2);
-}
-
-TEST_CASE("batched writes: one chain, a completion every N", "[matrix][batch]")
-{
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
-    auto p = test::connect_pair(c);
-    constexpr std::size_t count = 64, size = 256;
-    auto target = p.expose(count * size, Access::remote_read_write);
-    auto src = p.client.allocate(count * size, Access::local);
-    test::fill_pattern(src->bytes(), 77);
-    std::vector<Endpoint::Write> writes;
-    for (std::size_t i = 0; i < count; ++i)
-        writes.push_back({src->slice(i * size, size), i * size});
-    Endpoint& ep = p.client.endpoint();
-    int ctx = 0;
-    const std::size_t expected = ep.write_batch(writes, target->remote(), &ctx, 16, p.client.peer());
-    CHECK(expected == 4);
-    for (std::size_t i = 0; i < expected; ++i)
-        CHECK(ep.wait(&ctx, soon()).op == Op::write);
-    // No more completions than asked for.
-    const auto quiet = Deadline::after(200ms);
-    std::size_t extra = 0;
-    while (!quiet.expired())
-        extra += ep.poll_one().has_value();
-    CHECK(extra == 0);
-    auto back = p.client.allocate(count * size, Access::local);
-    ep.read(back->all(), target->remote(), 0, &ctx, p.client.peer());
-    (void)ep.wait(&ctx, soon());
-    CHECK(std::memcmp(back->data(), src->data(), count * size) == 0);
-
-    // A bad range anywhere: nothing is posted.
-    writes[40].offset = count * size;
-    CHECK_THROWS_AS(ep.write_batch(writes, target->remote(), &ctx, 16, p.client.peer()),
-                    UsageError);
-    CHECK_FALSE(ep.poll_one().has_value());
-}
-
-TEST_CASE("progress thread: pinned where asked", "[progress][threads]")
-{
-    test::Case c{"tcp", EndpointKind::msg};
-    Options o;
-    o.progress = Progress::thread;
-    o.progress_cpu = 0;
-    WEFT_REQUIRE_CELL(c, o);
-    auto p = test::connect_pair(c, o);
-    REQUIRE(p.client.endpoint().progress_thread());
-    // The threads name and pin themselves as they start: look until both did.
-    int pinned = 0;
-    std::vector<std::string> cpus;
-    for (const auto until = Deadline::after(std::chrono::seconds(5)); !until.expired();) {
-        pinned = 0;
-        cpus.clear();
-        if (DIR* d = opendir("/proc/self/task")) {
-            while (dirent* e = readdir(d)) {
-                const std::string task = std::string("/proc/self/task/") + e->d_name;
-                std::string comm;
-                std::ifstream(task + "/comm") >> comm;
-                if (comm != "weft-progress")
-                    continue;
-                std::ifstream status(task + "/status");
-                for (std::string line; std::getline(status, line);)
-                    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
-                        cpus.push_back(line.substr(line.find_last_of(" \t") + 1));
-                        pinned += cpus.back() == "0";
-                    }
-            }
-            closedir(d);
-        }
-        if (pinned == 2)
-            break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    INFO("weft-progress threads allowed on CPUs: " << fmt::format("{}", fmt::join(cpus, " | ")));
-    CHECK(pinned == 2); // one per endpoint of the pair
-}
-
-TEST_CASE("placement: memory near the device", "[numa]")
-{
-    auto domain = tcp_domain();
-    auto mr = MemoryRegion::allocate(domain, 1 << 20, Access::local, nullptr, Placement::near_device);
-    const int device = providers::numa_node(domain->info().get());
-    const int got = mr->numa_node();
-    INFO("device node " << device << ", memory on node " << got);
-    CHECK(got >= 0); // the kernel reports where the pages are
-    if (device >= 0)
-        CHECK(got == device);
-    else
-        WARN("the device reports no NUMA node here (" << domain->info().domain_name()
-                                                      << "): placement falls back to anywhere");
-}
-
-TEST_CASE("file regions: peers read an mmap'ed file, no copy", "[file][rma]")
-{
-    test::Case c{"tcp", EndpointKind::msg};
-    WEFT_REQUIRE_CELL(c);
-    char path[] = "/tmp/weft-file-XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    std::vector<std::byte> content((1u << 20) + 7);
-    test::fill_pattern(content, 123);
-    REQUIRE(write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
-    auto p = test::connect_pair(c);
-    auto file = MemoryRegion::map_file(p.server.domain(), path);
-    p.exposed.push_back(file);
-    CHECK(file->size() == content.size());
-    const RemoteRegion remote = file->remote();
-    CHECK(remote.is_readable());
-    CHECK_FALSE(remote.is_writable());
-    auto sink = p.client.allocate(content.size(), Access::local);
-    int ctx = 0;
-    p.client.read(sink->all(), remote, 0, &ctx);
-    (void)p.client.endpoint().wait(&ctx, soon());
-    CHECK(std::memcmp(sink->data(), content.data(), content.size()) == 0);
-    // The registration is the mapping itself: a change to the file shows.
-    const char patch[] = "weft";
-    REQUIRE(pwrite(fd, patch, 4, 1000) == 4);
-    p.client.read(sink->slice(0, 4), remote, 1000, &ctx);
-    (void)p.client.endpoint().wait(&ctx, soon());
-    CHECK(std::memcmp(sink->data(), patch, 4) == 0);
-    close(fd);
-    unlink(path);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // weft-test-crash SIGNAL: a weft program (it links libweft and touches
-// libfabric) that dies of SIGNAL, for tests/signals.cpp.
+// libfabric) that dies of SIGNAL, for faults/crashes.cpp.
 #include <csignal>
 #include <cstdio>
 #include <cstring>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// A rank for tests/group.cpp's failure cases: joins the group its environment
+// A rank for groups/ranks_as_processes.cpp's failure cases: joins the group its environment
 // names, meets the others at a barrier, and then either stalls (the rank in
 // WEFT_TEST_VICTIM, which the test kills, or which kills itself with
 // WEFT_TEST_SELF_KILL set) or waits at a second barrier,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The etcd store beyond the Store contract (tests/store.cpp runs that on it
+// The etcd store beyond the Store contract (stores/contract.cpp runs that on it
 // too): members' live keys under leases, against a local etcd this test
 // starts. A watch on the members' prefix sees each change: a member killed
 // (its key expires within the TTL), one that closes (its key goes at once),

@@ -52,6 +52,12 @@ Options options_for(const Case& c, Options base)
     return base;
 }
 
+std::shared_ptr<Domain> domain_for(const Case& c, const Options& base)
+{
+    const auto sel = select(options_for(c, base));
+    return Domain::open(Fabric::open(sel.info()), sel.info());
+}
+
 std::optional<std::string> unavailable(const Case& c, const Options& base)
 {
     // select() is cheap but not free; remember answers per cell and mr_mode.
@@ -65,8 +71,7 @@ std::optional<std::string> unavailable(const Case& c, const Options& base)
     }
     std::optional<std::string> why;
     try {
-        auto sel = select(options_for(c, base));
-        auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+        auto domain = domain_for(c, base);
         // Forced mr_mode bits count as accepted only if registrations work too
         // (ofi_rxm keeps its core domain's own mode, so a forced PROV_KEY
         // makes every core registration ask for key 0).
@@ -111,17 +116,6 @@ Pair connect_pair(Server& server, const Options& o)
         throw std::runtime_error(fmt::format("client: {}\nserver: {}", e.what(), server_side));
     }
     return Pair{{}, accepted.get(), std::move(*client)};
-}
-
-void fill_pattern(std::span<std::byte> out, std::uint64_t seed)
-{
-    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (auto& b : out) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b = static_cast<std::byte>(x >> 24);
-    }
 }
 
 namespace {

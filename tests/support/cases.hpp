@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/pattern.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::test {
@@ -30,6 +31,9 @@ std::vector<Case> matrix();
 /// Options for a cell: provider, kind, shm allowed, bound to the test address
 /// (WEFT_TEST_ADDR, default 127.0.0.1; the fabric lab sets the device's IP).
 Options options_for(const Case& c, Options base = {});
+
+/// A domain of the cell's provider, opened as options_for(c, base) selects it.
+std::shared_ptr<Domain> domain_for(const Case& c, const Options& base = {});
 
 /// Why this cell cannot run here, or nothing when it can.
 std::optional<std::string> unavailable(const Case& c, const Options& base = {});
@@ -67,8 +71,6 @@ inline Deadline soon(std::chrono::seconds s = std::chrono::seconds(20))
     return Deadline::after(s);
 }
 
-/// Deterministic test data.
-void fill_pattern(std::span<std::byte> out, std::uint64_t seed);
 
 /// Keeps objects a thread stuck inside the provider may still touch alive and
 /// reachable for the rest of the process (no leak report), and lets the
