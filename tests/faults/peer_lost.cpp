@@ -41,9 +41,7 @@ TEST_CASE("peer lost: a peer that leaves is reported as lost", "[faults][peer-lo
     // The peer is a process of its own: on shm a peer endpoint closed in the
     // same process takes the shared mapping of its queue with it, and the next
     // post crashes inside libfabric 1.17 (the peer's lock is gone).
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const bool read = GENERATE(false, true);
     INFO((read ? "read" : "write"));
     test::PeerProcess peer(WEFT_TEST_PEER_PATH,
@@ -76,9 +74,7 @@ TEST_CASE("peer lost: a peer that leaves is reported as lost", "[faults][peer-lo
 
 TEST_CASE("peer lost: a refused access leaves the peer there, and says so", "[faults][peer-lost]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(1 << 16, Access::remote_read_write);
     auto local = p.client.allocate(1 << 16, Access::local);
@@ -101,9 +97,7 @@ TEST_CASE("peer lost: of three clients streaming into one server, the one killed
           "seconds and the others stream on",
           "[faults][peer-lost][process]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     Options base;
     base.slot_size = (4u << 20) + 64; // as weft-test-peer has it
     base.rx_slots = 4;

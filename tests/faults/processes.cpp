@@ -82,9 +82,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
           "works with a new peer",
           "[faults][process]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const auto address = [&](std::uint16_t port) { return fmt::format("{}:{}", test::test_address(), port); };
     {
         auto peer = server_peer(c);
@@ -240,9 +238,7 @@ TEST_CASE("faults: shm regions of killed processes are swept, and a reused PID c
 TEST_CASE("faults: a client killed mid-stream: the server notices and accepts the next one",
           "[faults][process]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     Options o = peer_options();
     o.provider = c.provider;
     o.kind = c.kind;

@@ -74,9 +74,7 @@ TEST_CASE("group: 4 ranks as threads over the in-process store: ring and mesh, e
           "every notification's rank",
           "[group][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     auto store = std::make_shared<MemoryStore>();
     constexpr std::uint32_t n = 4;

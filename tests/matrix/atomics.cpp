@@ -14,9 +14,7 @@ using weft::test::soon;
 
 TEST_CASE("atomics: fetch-add and compare-and-swap, or a clear refusal", "[matrix][atomic]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(64, Access::remote_read_write);
     auto result = p.client.allocate(8, Access::local);

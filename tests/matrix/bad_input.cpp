@@ -18,9 +18,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("bad input: wrong key, out of bounds, oversized message", "[matrix][bad-input]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(4096, Access::remote_read_write);
     std::memset(target->data(), 0x33, 4096);

@@ -14,9 +14,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("batched writes: one chain, a completion every N", "[matrix][batch]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t count = 64, size = 256;
     auto target = p.expose(count * size, Access::remote_read_write);

@@ -45,15 +45,10 @@ bool same(const std::byte* a, const std::byte* b, std::size_t n)
 TEST_CASE("contract: a completed write is seen by the read that follows it",
           "[contract][rma][write][notify]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t span = 1 << 17;
-    auto target = p.expose(span, Access::remote_read_write);
-    auto src = p.client.allocate(span, Access::local);
-    auto back = p.client.allocate(span, Access::local);
-    const RemoteRegion remote = target->remote();
+    auto [target, remote, src, back] = p.rma(span);
     Endpoint& ep = p.client.endpoint();
     int ctx = 0;
     std::uint64_t seed = 1;
@@ -83,17 +78,12 @@ TEST_CASE("contract: a completed write is seen by the read that follows it",
 TEST_CASE("contract: every write_notify is one notification, also between reads",
           "[contract][rma][notify]")
 {
-    const auto c = test::each_cell();
+    WEFT_EACH_CELL(c);
     const bool late = GENERATE(false, true);
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
     INFO((late ? "the target polls after the writer is done" : "the target polls as it goes"));
     auto p = test::connect_pair(c);
     constexpr std::size_t span = 1 << 17;
-    auto target = p.expose(span, Access::remote_read_write);
-    auto src = p.client.allocate(span, Access::local);
-    auto back = p.client.allocate(span, Access::local);
-    const RemoteRegion remote = target->remote();
+    auto [target, remote, src, back] = p.rma(span);
     Endpoint& ep = p.client.endpoint();
     Endpoint& server = p.server.endpoint();
     int ctx = 0;
@@ -152,16 +142,11 @@ TEST_CASE("contract: notifications are told from local completions with many in 
 {
     // shm reports a target's notification with its own command id as context
     // when several commands are queued: weft must not take it for a local write.
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t size = 65536;
     constexpr int depth = 8;
-    auto target = p.expose(depth * size, Access::remote_read_write);
-    auto src = p.client.allocate(depth * size, Access::local);
-    auto back = p.client.allocate(depth * size, Access::local);
-    const RemoteRegion remote = target->remote();
+    auto [target, remote, src, back] = p.rma(depth * size);
     Endpoint& ep = p.client.endpoint();
     std::array<int, depth> wctx{};
     std::array<int, depth> rctx{};
@@ -207,14 +192,10 @@ TEST_CASE("contract: after a barrier the peer sees every completed write and not
     // A write's completion does not mean the target's CPU sees it yet (tcp,
     // net, sockets, ofi_rxm: measured 60-90 % not yet there when a message
     // over another channel arrived): barrier() flushes first.
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t span = 1 << 16;
-    auto target = p.expose(span, Access::remote_read_write);
-    auto src = p.client.allocate(span, Access::local);
-    const RemoteRegion remote = target->remote();
+    auto [target, remote, src, back] = p.rma(span);
     Endpoint& ep = p.client.endpoint();
     int ctx = 0;
     std::uint32_t value = 0;

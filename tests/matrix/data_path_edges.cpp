@@ -20,9 +20,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("edges: zero-length operations complete and move nothing", "[matrix][edges]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(4096, Access::remote_read_write);
     std::memset(target->data(), 0x33, 4096);
@@ -65,9 +63,7 @@ TEST_CASE("edges: zero-length operations complete and move nothing", "[matrix][e
 
 TEST_CASE("edges: unaligned user buffers move byte for byte", "[matrix][edges]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     // User memory (not weft's page-aligned allocation), registered at odd
     // addresses and lengths on both sides.
@@ -94,9 +90,7 @@ TEST_CASE("edges: unaligned user buffers move byte for byte", "[matrix][edges]")
 TEST_CASE("edges: a transfer above the provider's max_msg_size is refused before posting",
           "[matrix][edges]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     Endpoint& ep = p.client.endpoint();
     const std::size_t max = ep.max_transfer();
@@ -125,9 +119,7 @@ TEST_CASE("edges: a transfer above the provider's max_msg_size is refused before
 TEST_CASE("misuse: posting on a closed endpoint is an error, closing twice is not",
           "[matrix][edges][close]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(4096, Access::remote_read_write);
     auto src = p.client.allocate(4096, Access::local);

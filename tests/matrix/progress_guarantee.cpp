@@ -14,14 +14,9 @@ using namespace std::chrono_literals;
 
 TEST_CASE("progress: a passive target never stalls the initiator", "[matrix][progress]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c); // Progress::automatic
-    auto target = p.expose(1 << 16, Access::remote_read_write);
-    auto src = p.client.allocate(1 << 16, Access::local);
-    auto back = p.client.allocate(1 << 16, Access::local);
-    const RemoteRegion remote = target->remote();
+    auto [target, remote, src, back] = p.rma(1 << 16);
     int ctx = 0;
     // From here on nobody touches the server's endpoint.
     for (int i = 0; i < 30; ++i) {

@@ -28,14 +28,10 @@ bool same(const std::byte* a, const std::byte* b, std::size_t n)
 
 TEST_CASE("matrix: RMA write lands byte for byte", "[matrix][rma][write]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
-    auto target = p.expose(region_size, Access::remote_read_write);
-    auto src = p.client.allocate(region_size, Access::local);
-    auto check = p.client.allocate(region_size, Access::local);
-    const RemoteRegion remote = RemoteRegion::decode(target->remote().encode());
+    auto [target, plain, src, check] = p.rma(region_size);
+    const RemoteRegion remote = RemoteRegion::decode(plain.encode()); // as a peer gets it
     Endpoint& ep = p.client.endpoint();
     int ctx = 0;
     for (std::size_t size : sizes) {
@@ -57,9 +53,7 @@ TEST_CASE("matrix: RMA write lands byte for byte", "[matrix][rma][write]")
 
 TEST_CASE("matrix: RMA read returns the target's bytes", "[matrix][rma][read]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(region_size, Access::remote_read);
     test::fill_pattern(target->bytes(), 42);
@@ -84,9 +78,7 @@ TEST_CASE("matrix: RMA read returns the target's bytes", "[matrix][rma][read]")
 
 TEST_CASE("matrix: write_notify delivers data then the notification", "[matrix][rma][notify]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(region_size, Access::remote_write);
     auto src = p.client.allocate(region_size, Access::local);
@@ -153,9 +145,7 @@ TEST_CASE("matrix: send and receive messages both ways", "[matrix][msg]")
 
 TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t size = 65536;
     constexpr int rounds = 50;
@@ -236,9 +226,7 @@ TEST_CASE("matrix: more messages than the receiver has slots are held, not lost"
 
 TEST_CASE("matrix: scatter-gather and inject", "[matrix][rma][sg]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(1 << 16, Access::remote_read_write);
     auto local = p.client.allocate(1 << 16, Access::local);

@@ -44,9 +44,7 @@ std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b 
 TEST_CASE("two processes: write, read, notify and messages across the boundary",
           "[matrix][process]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto peer = spawn_peer(c);
     Options o;
     o.slot_size = (4u << 20) + 64;

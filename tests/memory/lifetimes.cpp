@@ -38,9 +38,7 @@ std::string thrown(F&& f)
 TEST_CASE("lifetimes: a region dropped while a read into it is in flight stays until it completes",
           "[lifetimes][rma]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     constexpr std::size_t size = 4u << 20;
     auto target = p.expose(size, Access::remote_read_write);
@@ -71,9 +69,7 @@ TEST_CASE("lifetimes: a region dropped while a read into it is in flight stays u
 TEST_CASE("lifetimes: a read into a read-only mapping is refused before it is posted",
           "[lifetimes][bad-input]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(4096, Access::remote_read_write);
     const std::string path = fmt::format("/tmp/weft-ro-{}.bin", ::getpid());

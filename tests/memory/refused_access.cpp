@@ -82,9 +82,7 @@ void expect_refused(test::Pair& p, const std::function<void(void*)>& post, const
 
 TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matrix][edges][revoke]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     std::vector<std::byte> memory(4096, std::byte{0x33});
     auto target = p.server.register_memory(memory, Access::remote_read_write);
@@ -117,9 +115,7 @@ TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matr
 TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
           "[matrix][edges][privilege]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     auto p = test::connect_pair(c);
     auto target = p.expose(4096, Access::remote_read);
     std::memset(target->data(), 0x33, 4096);

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/eventually.hpp"
 #include "support/threads.hpp"
 
 using namespace weft;
@@ -20,27 +21,36 @@ using namespace std::chrono_literals;
 using weft::test::on_threads;
 using weft::test::soon;
 
+namespace {
+
+/// Client i's values, `rounds` of them, reached the server in order, each
+/// named by the client's id there: the r-th is i << 16 | r.
+void each_clients_values(std::map<std::uint32_t, std::vector<std::uint32_t>>& got,
+                         const std::vector<PeerId>& ids, std::uint32_t rounds)
+{
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        INFO("client " << i << " (server's peer " << ids[i].index << ")");
+        const auto& values = got[ids[i].index];
+        REQUIRE(values.size() == rounds);
+        for (std::uint32_t r = 0; r < rounds; ++r)
+            REQUIRE(values[r] == (static_cast<std::uint32_t>(i) << 16 | r));
+    }
+}
+
+} // namespace
+
 TEST_CASE("node: every notification names the peer that sent it", "[node][notify][threads]")
 {
-    const auto c = test::each_cell();
+    WEFT_EACH_CELL(c);
     const std::size_t clients = GENERATE(2, 8);
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label() << ", " << clients << " peers");
+    INFO(clients << " peers");
     const Options o = test::options_for(c);
     auto server = Node::open(o);
     constexpr std::size_t slot = 4096;
     constexpr std::uint32_t rounds = 50;
     auto inbox = server->allocate(clients * slot, Access::remote_write);
     const RemoteRegion at_server = inbox->remote();
-
-    // Addresses are exchanged in-process here (a store or a server does it
-    // across processes); RDM wants both sides to add each other.
-    std::vector<std::shared_ptr<Node>> nodes;
-    std::vector<PeerId> at_server_id; // the server's id of each client
-    for (std::size_t i = 0; i < clients; ++i) {
-        nodes.push_back(Node::open_like(o, server->address()));
-        at_server_id.push_back(server->add_peer(nodes.back()->address()));
-    }
+    auto [nodes, at_server_id] = test::peers_of(*server, o, clients);
     std::map<std::uint32_t, std::vector<std::uint32_t>> got; // server id -> values
     test::Target target([&](const std::atomic<bool>& done) {
         for (std::size_t n = 0; n < clients * rounds; ++n) {
@@ -65,12 +75,9 @@ TEST_CASE("node: every notification names the peer that sent it", "[node][notify
         });
     }
     REQUIRE(target.finish().empty());
+    each_clients_values(got, at_server_id, rounds);
     for (std::size_t i = 0; i < clients; ++i) {
-        INFO("client " << i << " (server's peer " << at_server_id[i].index << ")");
-        const auto& values = got[at_server_id[i].index];
-        REQUIRE(values.size() == rounds);
-        for (std::uint32_t r = 0; r < rounds; ++r)
-            REQUIRE(values[r] == (static_cast<std::uint32_t>(i) << 16 | r));
+        INFO("client " << i);
         // The last write of each client is in its slot.
         std::vector<std::byte> want(slot);
         test::fill_pattern(want, i * 1000 + rounds - 1);
@@ -85,9 +92,7 @@ TEST_CASE("node: a Node that only polls accepts a peer that connects to it, and 
 {
     // A service's loop: poll() and nothing else (no wait, no progress). Its
     // fast path met the connecting peer's hello and never answered it.
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     auto server = Node::open(o);
     auto client = Node::open_like(o, server->address());
@@ -115,9 +120,7 @@ TEST_CASE("node: a Node that only polls accepts a peer that connects to it, and 
             (void)client->wait(&ctx, soon(20s));
         }
         // The target has them once its poll took them.
-        const Deadline until = soon(20s);
-        while (!until.expired() && taken < 3)
-            std::this_thread::sleep_for(1ms);
+        (void)test::eventually(soon(20s), [&] { return taken >= 3; });
     }
     REQUIRE(target.finish().empty());
     REQUIRE(notes.size() == 3);
@@ -130,9 +133,7 @@ TEST_CASE("node: a Node that only polls accepts a peer that connects to it, and 
 TEST_CASE("node: unknown and removed peers are refused before any traffic",
           "[node][bad-input]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     auto a = Node::open(o);
     auto b = Node::open_like(o, a->address());
@@ -152,19 +153,12 @@ TEST_CASE("node: unknown and removed peers are refused before any traffic",
 
 TEST_CASE("node: every message names the peer that sent it", "[node][msg][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
+    WEFT_EACH_CELL(c);
     constexpr std::size_t clients = 4;
     constexpr std::uint32_t rounds = 40;
-    INFO(c.label());
     const Options o = test::options_for(c);
     auto server = Node::open(o);
-    std::vector<std::shared_ptr<Node>> nodes;
-    std::vector<PeerId> at_server_id;
-    for (std::size_t i = 0; i < clients; ++i) {
-        nodes.push_back(Node::open_like(o, server->address()));
-        at_server_id.push_back(server->add_peer(nodes.back()->address()));
-    }
+    auto [nodes, at_server_id] = test::peers_of(*server, o, clients);
     std::map<std::uint32_t, std::vector<std::uint32_t>> got;
     test::Target target([&](const std::atomic<bool>& done) {
         for (std::size_t n = 0; n < clients * rounds; ++n) {
@@ -191,22 +185,14 @@ TEST_CASE("node: every message names the peer that sent it", "[node][msg][thread
         });
     }
     REQUIRE(target.finish().empty());
-    for (std::size_t i = 0; i < clients; ++i) {
-        INFO("client " << i);
-        const auto& values = got[at_server_id[i].index];
-        REQUIRE(values.size() == rounds);
-        for (std::uint32_t r = 0; r < rounds; ++r)
-            REQUIRE(values[r] == (static_cast<std::uint32_t>(i) << 16 | r));
-    }
+    each_clients_values(got, at_server_id, rounds);
     nodes.clear();
 }
 
 TEST_CASE("node: 32 peers, one registered buffer used with all, every byte verified",
           "[node][rma][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     constexpr std::size_t peers = 32;
     constexpr std::size_t slot = 8192;
     const Options o = test::options_for(c);
@@ -215,11 +201,7 @@ TEST_CASE("node: 32 peers, one registered buffer used with all, every byte verif
     auto shared = hub->allocate(peers * slot + slot, Access::remote_read_write);
     test::fill_pattern(shared->bytes().last(slot), 77);
     const RemoteRegion region = shared->remote();
-    std::vector<std::shared_ptr<Node>> nodes;
-    for (std::size_t i = 0; i < peers; ++i) {
-        nodes.push_back(Node::open_like(o, hub->address()));
-        (void)hub->add_peer(nodes.back()->address());
-    }
+    auto nodes = test::peers_of(*hub, o, peers).nodes;
     test::Target serve([&](const std::atomic<bool>& done) {
         while (!done)
             hub->progress(); // a passive target that accepts and progresses
@@ -258,9 +240,7 @@ TEST_CASE("node: peers of separate Nodes cannot reach each other's memory", "[no
 {
     // Keys are domain-wide: a Node's region is reachable by every peer that
     // learns its descriptor. Peers that must be isolated get Nodes of their own.
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     auto for_a = Node::open(o); // a service's Node for client A
     auto for_b = Node::open_like(o, for_a->address()); // and another for client B
@@ -274,8 +254,7 @@ TEST_CASE("node: peers of separate Nodes cannot reach each other's memory", "[no
     const PeerId b_side = client_b->add_peer(for_b->address());
     (void)for_b->add_peer(client_b->address());
     auto sink = client_b->allocate(4096, Access::local);
-    std::atomic<bool> done{false};
-    std::thread serve([&] {
+    test::Target serve([&](const std::atomic<bool>& done) {
         while (!done)
             for_b->progress();
     });
@@ -296,8 +275,7 @@ TEST_CASE("node: peers of separate Nodes cannot reach each other's memory", "[no
     } catch (const Error& e) {
         refused = e.what();
     }
-    done = true;
-    serve.join();
+    REQUIRE(serve.finish().empty());
     INFO("own Node's region: " << allowed_error);
     REQUIRE(allowed_error.empty());
     CHECK(std::memcmp(sink->data(), visible->data(), 64) == 0);
@@ -311,9 +289,7 @@ TEST_CASE("node: a Node closed with messages it never read closes cleanly", "[no
     // connection and reposted their buffers on the freed endpoint: a crash in
     // fi_close on verbs, made certain by the lab's MALLOC_PERTURB_ (freed
     // memory overwritten). CompletionQueue::empty_out reads them first.
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     constexpr int unread = 4;
     const Options o = test::options_for(c);
     auto sender = Node::open(o);

@@ -122,9 +122,7 @@ void verify_pairs(std::vector<Connection>& servers, std::vector<Connection>& cli
 TEST_CASE("server: idle and garbage connections do not hold up real clients",
           "[server][accept][bad-input]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     Options o = test::options_for(c);
     o.handshake_timeout = 60s; // strangers outlast the whole test
     Server server(o, test::test_address(), 0);
@@ -170,9 +168,7 @@ TEST_CASE("server: idle and garbage connections do not hold up real clients",
 TEST_CASE("server: several threads accept at once, each client exactly once",
           "[server][accept][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     Server server(o, test::test_address(), 0);
     std::mutex m;

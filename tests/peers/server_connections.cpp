@@ -187,19 +187,16 @@ TEST_CASE("server: two and eight clients writing at once, each notification reac
           "Connection",
           "[server][notify][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
+    WEFT_EACH_CELL(c);
     for (const int n : {2, 8}) {
-        INFO(c.label() << ", " << n << " clients");
+        INFO(n << " clients");
         every_notification_is_its_peers(c, n);
     }
 }
 
 TEST_CASE("server: closing one Connection ends that client only", "[server][close]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     // Pair the ends: each server end learns its client's region, and reads it.
     Exposed x(test::options_for(c), 3, 7);
     auto& [ends, clients] = x.pair;
@@ -231,9 +228,7 @@ TEST_CASE("server: closing one Connection ends that client only", "[server][clos
 TEST_CASE("server: two threads on two Connections of one Server work or are refused, never crash",
           "[server][threads]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     Exposed x(test::options_for(c), 2, 40);
     auto& [ends, clients] = x.pair;
     const auto& theirs = x.theirs;
@@ -290,9 +285,7 @@ TEST_CASE("server: two threads on two Connections of one Server work or are refu
 TEST_CASE("server: a client reaches two servers through one Node, with one registered buffer",
           "[server][node]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = test::options_for(c);
     std::vector<std::shared_ptr<MemoryRegion>> exposed; // outlive the connections
     Server a(o, test::test_address(), 0);

@@ -40,9 +40,7 @@ Options sleeping(const test::Case& c)
 TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
           "[node][sleep]")
 {
-    const auto c = test::each_cell();
-    WEFT_REQUIRE_CELL(c);
-    INFO(c.label());
+    WEFT_EACH_CELL(c);
     const Options o = sleeping(c);
     std::shared_ptr<Node> server;
     try {
@@ -51,29 +49,17 @@ TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
         WARN(c.label() << ": " << e.what());
         return; // a provider without a descriptor to sleep on says so
     }
-    std::vector<std::shared_ptr<Node>> peers;
     auto inbox = server->allocate(4096, Access::remote_write);
-    for (int i = 0; i < 8; ++i) {
-        peers.push_back(Node::open_like(o, server->address()));
-        (void)server->add_peer(peers.back()->address());
-    }
+    auto peers = test::peers_of(*server, o, 8).nodes;
     {
         // The server accepts while the peers connect, then everyone is idle.
-        std::atomic<bool> connected{false};
-        std::thread serve([&] {
+        test::Target serve([&](const std::atomic<bool>& connected) {
             while (!connected)
                 server->progress();
         });
-        try {
-            for (auto& p : peers)
-                p->connect(p->add_peer(server->address()), soon());
-        } catch (...) {
-            connected = true;
-            serve.join();
-            throw;
-        }
-        connected = true;
-        serve.join();
+        for (auto& p : peers)
+            p->connect(p->add_peer(server->address()), soon());
+        REQUIRE(serve.finish().empty());
     }
     // Idle: waits that time out, with every peer's progress thread (where the
     // provider needs one) asleep too. Where the provider's descriptor cannot

@@ -123,6 +123,16 @@ std::mutex graveyard_lock;
 std::vector<std::shared_ptr<void>>* graveyard = new std::vector<std::shared_ptr<void>>;
 } // namespace
 
+Peers peers_of(Node& hub, const Options& o, std::size_t n)
+{
+    Peers p;
+    for (std::size_t i = 0; i < n; ++i) {
+        p.nodes.push_back(Node::open_like(o, hub.address()));
+        p.ids.push_back(hub.add_peer(p.nodes.back()->address()));
+    }
+    return p;
+}
+
 void bury(std::shared_ptr<void> p)
 {
     const std::lock_guard lock(graveyard_lock);

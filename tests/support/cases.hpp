@@ -51,10 +51,36 @@ struct Pair {
     {
         return exposed.emplace_back(server.allocate(size, access));
     }
+
+    /// What an RMA test works on: `size` bytes the server exposes (`target`,
+    /// and its descriptor at the client), a source and a sink as large at the
+    /// client. auto [target, remote, src, back] = p.rma(size);
+    struct Rma {
+        std::shared_ptr<MemoryRegion> target;
+        RemoteRegion remote;
+        std::shared_ptr<MemoryRegion> src;
+        std::shared_ptr<MemoryRegion> back;
+    };
+    Rma rma(std::size_t size, Access target_access = Access::remote_read_write)
+    {
+        auto target = expose(size, target_access);
+        return {target, target->remote(), client.allocate(size, Access::local),
+                client.allocate(size, Access::local)};
+    }
 };
 Pair connect_pair(const Case& c, const Options& base = {});
 /// One more connection to `server` (options as options_for gives them).
 Pair connect_pair(Server& server, const Options& o);
+
+/// `n` Nodes like `hub` (options `o`), each added as a peer of it: `nodes[i]`
+/// is the hub's peer `ids[i]`. Addresses are exchanged in-process here (a
+/// store or a server does it across processes); each node adds the hub when it
+/// first uses it (RDM wants both sides to add each other).
+struct Peers {
+    std::vector<std::shared_ptr<Node>> nodes;
+    std::vector<PeerId> ids;
+};
+Peers peers_of(Node& hub, const Options& o, std::size_t n);
 
 /// The address tests bind to.
 std::string test_address();
@@ -115,6 +141,13 @@ private:
 };
 
 } // namespace weft::test
+
+/// In a TEST_CASE: `c` is each matrix cell in turn (each_cell()); a cell
+/// that cannot run here is skipped, saying why; what fails names the cell.
+#define WEFT_EACH_CELL(c)                                                                    \
+    const auto c = ::weft::test::each_cell();                                                \
+    WEFT_REQUIRE_CELL(c);                                                                    \
+    INFO((c).label())
 
 /// Skips the current test (with a visible message) when the cell cannot run.
 #define WEFT_REQUIRE_CELL(c, ...)                                                            \
