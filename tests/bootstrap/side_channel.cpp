@@ -47,11 +47,7 @@ TEST_CASE("side channel: hello, frames and regions both ways", "[bootstrap]")
 TEST_CASE("side channel: a client started first waits for a late server", "[bootstrap]")
 {
     // Find a free port, then start listening on it only after the client tries.
-    std::uint16_t port = 0;
-    {
-        SideListener probe("127.0.0.1", 0);
-        port = probe.port();
-    }
+    const std::uint16_t port = free_port();
     auto late = std::async(std::launch::async, [port] {
         std::this_thread::sleep_for(300ms);
         SideListener l("127.0.0.1", port);
@@ -64,11 +60,7 @@ TEST_CASE("side channel: a client started first waits for a late server", "[boot
 
 TEST_CASE("side channel: an unreachable peer times out with the reason", "[bootstrap][bad-input]")
 {
-    std::uint16_t port = 0;
-    {
-        SideListener probe("127.0.0.1", 0);
-        port = probe.port();
-    } // nothing listens there now
+    const std::uint16_t port = free_port(); // nothing listens there
     const auto start = Clock::now();
     try {
         (void)SideChannel::connect("127.0.0.1", port, Deadline::after(1s));

@@ -19,6 +19,7 @@
 #include "support/cases.hpp"
 #include "support/peer_process.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace weft;
 using weft::test::soon;
@@ -30,46 +31,66 @@ namespace {
 /// A namespace and a veth pair of its own (test cases may run in parallel):
 /// weft-aN (10.77.N.1) here, weft-bN (10.77.N.2) in namespace weft-faultN.
 struct Network {
-    bool ok = false;
-    std::string why, ns, a, b, here_ip, there_ip;
+    std::string ns, a, b, here_ip, there_ip;
+    std::optional<std::string> unusable; ///< why it could not be built here
+
     explicit Network(int id)
         : ns(fmt::format("weft-fault{}", id)), a(fmt::format("weft-a{}", id)),
           b(fmt::format("weft-b{}", id)), here_ip(fmt::format("10.77.{}.1", id)),
           there_ip(fmt::format("10.77.{}.2", id))
     {
-        test::succeeds(fmt::format("ip netns del {}", ns)); // a leftover of a killed run
-        test::succeeds(fmt::format("ip link del {}", a));
-        ok = test::succeeds(fmt::format("ip netns add {}", ns)) &&
-             test::succeeds(fmt::format("ip link add {} type veth peer name {}", a, b)) &&
-             test::succeeds(fmt::format("ip link set {} netns {}", b, ns)) &&
-             test::succeeds(fmt::format("ip addr add {}/24 dev {}", here_ip, a)) &&
-             test::succeeds(fmt::format("ip link set {} up", a)) &&
-             test::succeeds(fmt::format("ip netns exec {} ip addr add {}/24 dev {}", ns, there_ip, b)) &&
-             test::succeeds(fmt::format("ip netns exec {} ip link set {} up", ns, b)) &&
-             test::succeeds(fmt::format("ip netns exec {} ip link set lo up", ns));
-        if (!ok)
-            why = geteuid() != 0 ? "not root (needs CAP_NET_ADMIN)"
-                                 : "ip netns / veth failed (no CAP_NET_ADMIN in this container?)";
+        run("ip netns del {}", ns); // a leftover of a killed run
+        run("ip link del {}", a);
+        if (!(run("ip netns add {}", ns) && run("ip link add {} type veth peer name {}", a, b) &&
+              run("ip link set {} netns {}", b, ns) && run("ip addr add {}/24 dev {}", here_ip, a) &&
+              run("ip link set {} up", a) &&
+              run("ip netns exec {} ip addr add {}/24 dev {}", ns, there_ip, b) &&
+              run("ip netns exec {} ip link set {} up", ns, b) &&
+              run("ip netns exec {} ip link set lo up", ns)))
+            unusable = geteuid() != 0
+                           ? "network faults: not root (needs CAP_NET_ADMIN)"
+                           : "network faults: ip netns / veth failed (no CAP_NET_ADMIN in this "
+                             "container?)";
     }
     ~Network()
     {
-        test::succeeds(fmt::format("ip netns del {}", ns));
-        test::succeeds(fmt::format("ip link del {}", a));
+        run("ip netns del {}", ns);
+        run("ip link del {}", a);
     }
     /// netem on both ends of the link, or false when the kernel has no netem.
     bool netem(const std::string& spec)
     {
-        return test::succeeds(fmt::format("tc qdisc replace dev {} root netem {}", a, spec)) &&
-               test::succeeds(fmt::format("ip netns exec {} tc qdisc replace dev {} root netem {}", ns, b, spec));
+        return run("tc qdisc replace dev {} root netem {}", a, spec) &&
+               run("ip netns exec {} tc qdisc replace dev {} root netem {}", ns, b, spec);
     }
-    void link_down() { test::succeeds(fmt::format("ip link set {} down", a)); }
-    /// weft-test-peer serving tcp/MSG inside the namespace.
-    test::PeerProcess peer()
+    void link_down() { run("ip link set {} down", a); }
+
+    /// weft-test-peer serving tcp/MSG inside the namespace, and this side's
+    /// connection to it; `exposed` keeps the regions a test exposes, which
+    /// outlive the connection.
+    struct Link {
+        test::PeerProcess peer;
+        std::vector<std::shared_ptr<MemoryRegion>> exposed;
+        Connection conn;
+    };
+    Link connect() const
     {
-        return test::PeerProcess("/usr/bin/env", {"ip", "netns", "exec", ns, WEFT_TEST_PEER_PATH,
-                                                  "tcp", "msg", there_ip});
+        test::PeerProcess peer("ip", {"netns", "exec", ns, WEFT_TEST_PEER_PATH, "tcp", "msg",
+                                      there_ip});
+        Options o;
+        o.provider = "tcp";
+        Connection conn = Connection::connect(fmt::format("{}:{}", there_ip, peer.port()), o,
+                                              soon(60s));
+        return {std::move(peer), {}, std::move(conn)};
     }
-    std::string peer_address(std::uint16_t port) const { return fmt::format("{}:{}", there_ip, port); }
+
+private:
+    /// Runs a command line; whether it succeeded.
+    template <class... Args>
+    static bool run(fmt::format_string<Args...> line, Args&&... args)
+    {
+        return test::succeeds(fmt::format(line, std::forward<Args>(args)...));
+    }
 };
 
 struct Outcome {
@@ -80,9 +101,11 @@ struct Outcome {
 /// Verified 64 KiB write + read rounds for `duration`; each wait has `limit`.
 /// A round either checks out byte for byte or fails with weft::Error, and
 /// nothing blocks past its deadline (checked: no round takes > limit x 2 + 1 s).
-Outcome stream(Connection& c, std::vector<std::shared_ptr<MemoryRegion>>& keep,
-               std::chrono::seconds duration, std::chrono::seconds limit, bool stop_on_error)
+Outcome stream(Network::Link& link, std::chrono::seconds duration, std::chrono::seconds limit,
+               bool stop_on_error)
 {
+    Connection& c = link.conn;
+    auto& keep = link.exposed;
     constexpr std::size_t n = 65536;
     // All outlive `c`: an operation may still be in flight when an error surfaces.
     auto src = keep.emplace_back(c.allocate(n, Access::local));
@@ -118,52 +141,38 @@ Outcome stream(Connection& c, std::vector<std::shared_ptr<MemoryRegion>>& keep,
 TEST_CASE("network faults: loss and delay on the tcp path never corrupt or hang", "[faults][net]")
 {
     Network net(1);
-    if (!net.ok) {
-        WARN("network faults skipped: " << net.why);
-        return;
-    }
+    WEFT_SKIP_IF(net.unusable);
     if (!net.netem("loss 10% delay 5ms")) {
         WARN("tc netem is not available in this kernel (sch_netem missing): loss and delay run in "
              "the fabric lab guest (scripts/lab/run), whose kernel has it");
         return;
     }
-    auto peer = net.peer();
-    Options o;
-    o.provider = "tcp";
-    std::vector<std::shared_ptr<MemoryRegion>> exposed;
-    Connection c = Connection::connect(net.peer_address(peer.port()), o, soon(60s));
-    const Outcome out = stream(c, exposed, 8s, 20s, false);
+    auto link = net.connect();
+    const Outcome out = stream(link, 8s, 20s, false);
     WARN(fmt::format("10% loss + 5 ms delay: {} verified rounds, {} failed with an error",
                      out.completed, out.failed));
     for (const auto& e : out.errors)
         WARN("  " << e);
     CHECK(out.completed > 0); // TCP retransmits: loss slows it down, it still moves
-    peer.kill_now();
+    link.peer.kill_now();
 }
 
 TEST_CASE("network faults: the link goes down mid-stream: errors, not hangs", "[faults][net]")
 {
     Network net(2);
-    if (!net.ok) {
-        WARN("network faults skipped: " << net.why);
-        return;
-    }
-    auto peer = net.peer();
-    Options o;
-    o.provider = "tcp";
-    std::vector<std::shared_ptr<MemoryRegion>> exposed;
-    Connection c = Connection::connect(net.peer_address(peer.port()), o, soon(60s));
+    WEFT_SKIP_IF(net.unusable);
+    auto link = net.connect();
     std::thread cut([&net] {
         std::this_thread::sleep_for(500ms);
         net.link_down();
     });
     // 3 s per wait: a dead link must surface as an error at the latest then.
-    const Outcome out = stream(c, exposed, 6s, 3s, true);
+    const Outcome out = stream(link, 6s, 3s, true);
     cut.join();
     WARN(fmt::format("link down after 0.5 s: {} verified rounds before, then: {}", out.completed,
                      out.errors.empty() ? std::string("(no error)") : out.errors.front()));
     CHECK(out.completed > 0);
     REQUIRE(out.failed == 1); // the stream stopped with an error, within its deadline
     CHECK_FALSE(out.errors.front().empty());
-    peer.kill_now();
+    link.peer.kill_now();
 }

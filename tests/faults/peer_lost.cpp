@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
-#include "support/peer_process.hpp"
+#include "support/eventually.hpp"
+#include "support/test_peer.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -44,15 +45,9 @@ TEST_CASE("peer lost: a peer that leaves is reported as lost", "[faults][peer-lo
     WEFT_EACH_CELL(c);
     const bool read = GENERATE(false, true);
     INFO((read ? "read" : "write"));
-    test::PeerProcess peer(WEFT_TEST_PEER_PATH,
-                           {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
-                            test::test_address()});
-    Options o;
-    o.slot_size = (4u << 20) + 64; // as weft-test-peer has it
-    o.rx_slots = 4;
+    auto peer = test::test_peer_server(c);
     std::vector<std::shared_ptr<MemoryRegion>> held; // outlive the connection
-    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), peer.port()),
-                                          o, soon());
+    Connection conn = test::connect_to(peer);
     auto local = held.emplace_back(conn.allocate(1 << 16, Access::remote_write));
     const RemoteRegion remote = conn.exchange(local->remote(), soon());
     REQUIRE_FALSE(attempt(conn, local->slice(0, 4096), remote, read));
@@ -98,26 +93,13 @@ TEST_CASE("peer lost: of three clients streaming into one server, the one killed
           "[faults][peer-lost][process]")
 {
     WEFT_EACH_CELL(c);
-    Options base;
-    base.slot_size = (4u << 20) + 64; // as weft-test-peer has it
-    base.rx_slots = 4;
-    const Options o = test::options_for(c, base);
     std::vector<std::shared_ptr<MemoryRegion>> inbox; // outlive the connections
-    Server server(o, test::test_address(), 0);
-    const std::string where = fmt::format("{}:{}", test::test_address(), server.port());
+    Server server(test::options_for(c, test::test_peer_options()), test::test_address(), 0);
     std::vector<std::optional<test::PeerProcess>> clients(3);
     std::vector<Connection> ends;
-    for (auto& client : clients) {
-        test::PeerLauncher spawn(client, WEFT_TEST_PEER_PATH,
-                                 {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
-                                  test::test_address(), "--stream", where});
-        Connection conn = server.accept(soon(60s));
-        auto target = inbox.emplace_back(conn.allocate(1u << 20, Access::remote_write));
-        (void)conn.exchange(target->remote(), soon());
-        spawn.join();
-        REQUIRE(client->first_line().rfind("STREAMING", 0) == 0);
-        ends.push_back(std::move(conn));
-    }
+    for (auto& client : clients)
+        ends.push_back(
+            test::accept_streaming(server, c, client, inbox, 1u << 20, Access::remote_write));
     // The Nodes the ends are peers of (one, or one each where the provider
     // has a Server give every connection its own).
     auto progress_all = [&] {
@@ -131,24 +113,18 @@ TEST_CASE("peer lost: of three clients streaming into one server, the one killed
     // New data lands in end j's region while the others' Nodes progress too.
     auto streams = [&](std::size_t j) {
         std::memset(inbox[j]->data(), 0, inbox[j]->size());
-        const auto until = Deadline::after(20s);
-        while (std::all_of(inbox[j]->data(), inbox[j]->data() + inbox[j]->size(),
-                           [](std::byte b) { return b == std::byte{0}; })) {
-            if (until.expired())
-                return false;
-            progress_all();
-        }
-        return true;
+        return test::eventually(
+            Deadline::after(20s),
+            [&] { return !test::all_equal(inbox[j]->data(), inbox[j]->size(), std::byte{0}); },
+            progress_all);
     };
     for (std::size_t j = 0; j < ends.size(); ++j)
         REQUIRE(streams(j));
     clients[1]->kill_now();
     const auto killed = Clock::now();
     const PeerId gone = ends[1].peer_id();
-    while (!ends[1].node().is_lost(gone)) {
-        REQUIRE(Clock::now() - killed < 5s);
-        progress_all();
-    }
+    REQUIRE(test::eventually(
+        Deadline(killed + 5s), [&] { return ends[1].node().is_lost(gone); }, progress_all));
     const auto lost = ends[1].node().lost();
     CHECK(std::find(lost.begin(), lost.end(), gone) != lost.end());
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - killed).count();

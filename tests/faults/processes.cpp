@@ -20,7 +20,9 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
-#include "support/peer_process.hpp"
+#include "support/eventually.hpp"
+#include "support/sockets.hpp"
+#include "support/test_peer.hpp"
 
 using namespace weft;
 using weft::test::soon;
@@ -28,30 +30,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
-std::string kind_arg(const test::Case& c) { return c.kind == EndpointKind::msg ? "msg" : "rdm"; }
-
-/// weft-test-peer's arguments for a server on this cell (on a fixed port when given).
-std::vector<std::string> server_args(const test::Case& c, std::uint16_t port = 0)
-{
-    std::vector<std::string> args{c.provider, kind_arg(c), test::test_address()};
-    if (port)
-        args.push_back(std::to_string(port));
-    return args;
-}
-
-test::PeerProcess server_peer(const test::Case& c)
-{
-    return test::PeerProcess(WEFT_TEST_PEER_PATH, server_args(c));
-}
-
-Options peer_options()
-{
-    Options o;
-    o.slot_size = (4u << 20) + 64; // as weft-test-peer has it
-    o.rx_slots = 4;
-    return o;
-}
 
 /// Writes 64 KiB and reads it back; true when the bytes came back intact.
 /// Throws weft::Error on a fault.
@@ -70,12 +48,6 @@ Options peer_options()
     return std::memcmp(sink.data(), src.data(), n) == 0;
 }
 
-std::uint16_t free_port()
-{
-    SideListener probe(test::test_address(), 0);
-    return probe.port();
-}
-
 } // namespace
 
 TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in seconds, then "
@@ -83,9 +55,8 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
           "[faults][process]")
 {
     WEFT_EACH_CELL(c);
-    const auto address = [&](std::uint16_t port) { return fmt::format("{}:{}", test::test_address(), port); };
     {
-        auto peer = server_peer(c);
+        auto peer = test::test_peer_server(c);
         // The stream runs on its own thread, which owns what it touches: on
         // shm, a peer killed while it held the lock of its shared queue leaves
         // libfabric 1.17 spinning forever in the initiator's next call
@@ -105,7 +76,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
             std::atomic<bool> done{false};
         };
         auto s = std::make_shared<Stream>();
-        s->conn.emplace(Connection::connect(address(peer.port()), peer_options(), soon()));
+        s->conn.emplace(test::connect_to(peer));
         auto src = s->held.emplace_back(s->conn->allocate(1u << 20, Access::remote_write));
         auto sink = s->held.emplace_back(s->conn->allocate(1u << 20, Access::remote_write));
         s->remote = s->conn->exchange(sink->remote(), soon());
@@ -168,9 +139,9 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
     } // everything released here: the listener checks no fid is left open
 
     // The survivor is not poisoned: a new peer, a new connection, verified data.
-    auto again = server_peer(c);
+    auto again = test::test_peer_server(c);
     std::vector<std::shared_ptr<MemoryRegion>> held;
-    Connection conn = Connection::connect(address(again.port()), peer_options(), soon());
+    Connection conn = test::connect_to(again);
     auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     const RemoteRegion remote = conn.exchange(sink->remote(), soon());
@@ -196,7 +167,7 @@ TEST_CASE("faults: shm regions of killed processes are swept, and a reused PID c
         }
         return n;
     };
-    auto peer = server_peer(c);
+    auto peer = test::test_peer_server(c);
     const long dead = peer.pid();
     REQUIRE(regions_of(dead) >= 1);
     peer.kill_now();
@@ -223,10 +194,9 @@ TEST_CASE("faults: shm regions of killed processes are swept, and a reused PID c
         }
     } remove_stale{stale};
 
-    auto again = server_peer(c);
+    auto again = test::test_peer_server(c);
     std::vector<std::shared_ptr<MemoryRegion>> held;
-    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), again.port()),
-                                          peer_options(), soon());
+    Connection conn = test::connect_to(again);
     CHECK(regions_of(dead) == 0); // opening an shm endpoint swept the dead peer's
     auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
     auto sink = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
@@ -239,30 +209,18 @@ TEST_CASE("faults: a client killed mid-stream: the server notices and accepts th
           "[faults][process]")
 {
     WEFT_EACH_CELL(c);
-    Options o = peer_options();
-    o.provider = c.provider;
-    o.kind = c.kind;
-    o.node = test::test_address();
-    o.allow_shm = true;
-    Server server(o, test::test_address(), 0);
+    Server server(test::options_for(c, test::test_peer_options()), test::test_address(), 0);
     std::vector<std::shared_ptr<MemoryRegion>> exposed; // outlive their connections
-    const std::string where = fmt::format("{}:{}", test::test_address(), server.port());
     for (int round = 0; round < 2; ++round) {
         INFO("client " << round);
         std::optional<test::PeerProcess> client;
-        test::PeerLauncher spawn(client, WEFT_TEST_PEER_PATH,
-                                 {c.provider, kind_arg(c), test::test_address(), "--stream", where});
-        Connection conn = server.accept(soon(60s));
-        auto target = exposed.emplace_back(conn.allocate(8u << 20, Access::remote_read_write));
-        (void)conn.exchange(target->remote(), soon());
-        spawn.join();
-        REQUIRE(client->first_line().rfind("STREAMING", 0) == 0);
-        // The client writes into `target`; see data arrive while driving progress.
-        const auto deadline = Deadline::after(20s);
-        while (std::all_of(target->data(), target->data() + 65536, [](std::byte b) { return b == std::byte{0}; })) {
-            REQUIRE_FALSE(deadline.expired());
-            (void)conn.endpoint().poll_one();
-        }
+        Connection conn =
+            test::accept_streaming(server, c, client, exposed, 8u << 20, Access::remote_read_write);
+        // The client writes into its target; see data arrive while driving progress.
+        const std::byte* target = exposed.back()->data();
+        REQUIRE(test::eventually(
+            Deadline::after(20s), [&] { return !test::all_equal(target, 65536, std::byte{0}); },
+            [&] { (void)conn.endpoint().poll_one(); }));
         client->kill_now();
         const auto killed = Clock::now();
         // A passive target learns of it on the side channel: a clear error,
@@ -293,16 +251,16 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
         return;
     WEFT_REQUIRE_CELL(c);
     INFO(c.label());
-    const std::uint16_t port = free_port();
-    const std::string where = fmt::format("{}:{}", test::test_address(), port);
-    Options opted = peer_options();
+    const std::uint16_t port = test::free_port(test::test_address());
+    const std::string where = test::at(port);
+    Options opted = test::test_peer_options();
     opted.retry.reconnect = true;
     opted.retry.initial = 20ms;
     opted.retry.max = 200ms;
-    Options plain = peer_options();
+    Options plain = test::test_peer_options();
 
     std::optional<test::PeerProcess> server;
-    server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    server.emplace(test::test_peer_server(c, port));
     std::vector<std::shared_ptr<MemoryRegion>> held; // regions outlive the connection
     Connection conn = Connection::connect(where, opted, soon());
     auto src = held.emplace_back(conn.allocate(1u << 20, Access::remote_write));
@@ -316,7 +274,8 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
 
     // The server comes back on the same port after a while; the client retries
     // with backoff meanwhile.
-    test::PeerLauncher restart(server, WEFT_TEST_PEER_PATH, server_args(c, port), 700ms);
+    test::PeerLauncher restart(server, WEFT_TEST_PEER_PATH,
+                               test::test_peer_args(c, {std::to_string(port)}), 700ms);
     conn.reconnect(soon(30s));
     restart.join();
     CHECK(conn.reconnects() == 1);
@@ -330,7 +289,7 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
     // A client that did not opt in is told so, with the fix.
     server->kill_now();
     server.reset();
-    server.emplace(WEFT_TEST_PEER_PATH, server_args(c, port));
+    server.emplace(test::test_peer_server(c, port));
     Connection other = Connection::connect(where, plain, soon());
     CHECK_THROWS_WITH(other.reconnect(soon()), Catch::Contains("Options::retry.reconnect"));
     server->kill_now();
@@ -339,7 +298,7 @@ TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes
 TEST_CASE("faults: nobody at the address: retried per policy, then a clear error",
           "[faults][reconnect]")
 {
-    const std::uint16_t port = free_port(); // nothing listens there
+    const std::uint16_t port = test::free_port(test::test_address()); // nothing listens there
     RetryPolicy policy;
     policy.attempts = 4;
     policy.initial = 50ms;
@@ -359,6 +318,6 @@ TEST_CASE("faults: nobody at the address: retried per policy, then a clear error
     // Through Connection::connect, the same policy applies.
     Options o;
     o.retry = policy;
-    CHECK_THROWS_WITH(Connection::connect(fmt::format("{}:{}", test::test_address(), port), o, soon()),
+    CHECK_THROWS_WITH(Connection::connect(test::at(port), o, soon()),
                       Catch::Contains("4 attempts"));
 }

@@ -15,6 +15,7 @@
 
 #include "support/etcd.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace std::chrono_literals;
 using weft::test::Command;
@@ -24,10 +25,7 @@ TEST_CASE("service on etcd: members join, one is killed and its lease expires, a
           "joins and leaves: the service sees each change and verifies every block",
           "[service][etcd][process]")
 {
-    if (const auto why = weft::test::Etcd::unavailable()) {
-        WARN("SKIPPED: " << *why);
-        return;
-    }
+    WEFT_SKIP_IF(weft::test::Etcd::unavailable());
     const std::vector<std::string> env{
         fmt::format("WEFT_ETCD={}", weft::test::Etcd::shared().endpoint()),
         fmt::format("WEFT_SERVICE=test-{}", ::getpid())};

@@ -16,8 +16,9 @@
 
 #include "support/etcd.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
+#include "support/sockets.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/bootstrap.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -25,15 +26,21 @@ using weft::test::Command;
 using weft::test::finish_all;
 using weft::test::Process;
 
+namespace {
+
+std::optional<std::string> no_mpirun()
+{
+    return test::unless("mpirun --version",
+                        "no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
+}
+
+} // namespace
+
 TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 serving it",
           "[group][process]")
 {
     // A free port for the store: rank 0 listens on it.
-    std::uint16_t port = 0;
-    {
-        const SideListener probe("127.0.0.1", 0);
-        port = probe.port();
-    }
+    const std::uint16_t port = test::free_port();
     std::vector<Process> ranks;
     for (std::uint32_t r = 0; r < 8; ++r)
         ranks.emplace_back(Command{{WEFT_GROUP_EXAMPLE_PATH},
@@ -58,10 +65,8 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store, etcd and a f
 {
     const std::string store = GENERATE(as<std::string>{}, "TCP store", "etcd", "file store");
     INFO(store);
-    if (store == "etcd" && test::Etcd::unavailable()) {
-        WARN("SKIPPED over etcd: " << *test::Etcd::unavailable());
-        return;
-    }
+    if (store == "etcd")
+        WEFT_SKIP_IF(test::Etcd::unavailable());
     std::string where;
     std::optional<test::TempDir> dir;
     if (store == "etcd") {
@@ -70,8 +75,7 @@ TEST_CASE("group: one of 8 ranks killed mid-run over the TCP store, etcd and a f
         dir.emplace();
         where = fmt::format("WEFT_STORE={}", dir->path);
     } else {
-        const SideListener probe("127.0.0.1", 0);
-        where = fmt::format("WEFT_STORE=127.0.0.1:{}", probe.port());
+        where = fmt::format("WEFT_STORE=127.0.0.1:{}", test::free_port());
     }
     constexpr std::uint32_t n = 8;
     constexpr std::uint32_t victim = 5;
@@ -114,10 +118,7 @@ TEST_CASE("group: one of 8 ranks killed under mpirun --enable-recovery (the PMIx
           "ring and mesh",
           "[group][process][faults][pmix]")
 {
-    if (!test::succeeds("mpirun --version")) {
-        WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
-        return;
-    }
+    WEFT_SKIP_IF(no_mpirun());
     constexpr std::uint32_t n = 8;
     constexpr std::uint32_t victim = 5;
     // --enable-recovery: without it mpirun ends every rank a second after one dies.
@@ -150,10 +151,7 @@ TEST_CASE("group: one of 8 ranks killed under mpirun --enable-recovery (the PMIx
 TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and mesh",
           "[group][process][pmix]")
 {
-    if (!test::succeeds("mpirun --version")) {
-        WARN("SKIPPED: no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)");
-        return;
-    }
+    WEFT_SKIP_IF(no_mpirun());
     const test::Ran job = test::run(
         {{"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", WEFT_GROUP_EXAMPLE_PATH}},
         180s, "mpirun");

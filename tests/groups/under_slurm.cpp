@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "support/skip.hpp"
 #include "support/slurm.hpp"
 
 using namespace std::chrono_literals;
@@ -17,10 +18,7 @@ TEST_CASE("group: srun --mpi=pmix -n 8 of the group example on a slurm the test 
           "PMIx store, ring and mesh",
           "[group][process][pmix][slurm]")
 {
-    if (const auto why = Slurm::unavailable()) {
-        WARN("SKIPPED: " << *why);
-        return;
-    }
+    WEFT_SKIP_IF(Slurm::unavailable());
     // 8 tasks on a node of one CPU: --overcommit.
     const auto job = Slurm::shared().run(
         {"srun", "--mpi=pmix", "--overcommit", "-n", "8", WEFT_GROUP_EXAMPLE_PATH}, 120s, "srun");

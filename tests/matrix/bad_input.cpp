@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/sockets.hpp"
 
 using namespace weft;
 using weft::test::soon;
@@ -88,11 +89,7 @@ TEST_CASE("faults: unreachable peer, absent provider, impossible policy", "[bad-
 {
     SECTION("nothing listens at the server address")
     {
-        std::uint16_t port = 0;
-        {
-            SideListener probe("127.0.0.1", 0);
-            port = probe.port();
-        }
+        const std::uint16_t port = test::free_port();
         CHECK_THROWS_AS(Connection::connect(fmt::format("127.0.0.1:{}", port), {},
                                             Deadline::after(1s)),
                         TimeoutError);

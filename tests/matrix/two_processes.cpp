@@ -7,20 +7,13 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
-#include "support/peer_process.hpp"
+#include "support/test_peer.hpp"
 
 using namespace weft;
 using weft::test::soon;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// The peer process serving this cell.
-test::PeerProcess spawn_peer(const test::Case& c)
-{
-    return test::PeerProcess(WEFT_TEST_PEER_PATH, {c.provider, c.kind == EndpointKind::msg ? "msg" : "rdm",
-                                                   test::test_address()});
-}
 
 std::uint64_t ask(Connection& c, char cmd, std::uint64_t a = 0, std::uint64_t b = 0,
                   std::uint64_t d = 0)
@@ -45,12 +38,8 @@ TEST_CASE("two processes: write, read, notify and messages across the boundary",
           "[matrix][process]")
 {
     WEFT_EACH_CELL(c);
-    auto peer = spawn_peer(c);
-    Options o;
-    o.slot_size = (4u << 20) + 64;
-    o.rx_slots = 4;
-    Connection conn = Connection::connect(fmt::format("{}:{}", test::test_address(), peer.port()),
-                                          o, soon());
+    auto peer = test::test_peer_server(c);
+    Connection conn = test::connect_to(peer);
     CHECK(conn.selection().provider() == c.provider);
     CHECK_THAT(conn.peer_report(), Catch::Contains("weft: provider " + c.provider));
     auto mine = conn.allocate(8u << 20, Access::remote_read_write);

@@ -11,23 +11,13 @@
 #include <exception>
 #include <vector>
 
+#include "support/pattern.hpp"
 #include "weft/weft.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
 
 namespace {
-
-void fill(std::span<std::byte> out, std::uint64_t seed)
-{
-    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (auto& b : out) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b = static_cast<std::byte>(x >> 24);
-    }
-}
 
 std::uint64_t u64(const std::vector<std::byte>& b, std::size_t at)
 {
@@ -55,7 +45,7 @@ int stream(Options o, const char* server)
     std::fflush(stdout);
     int ctx = 0;
     for (std::uint64_t i = 0;; ++i) {
-        fill(src->bytes().first(65536), i);
+        weft::test::fill_pattern(src->bytes().first(65536), i);
         c.write(src->slice(0, 65536), target, (i * 65536) % (target.length() - 65536), &ctx);
         (void)c.endpoint().wait(&ctx, Deadline::after(30s));
     }
@@ -106,7 +96,8 @@ int main(int argc, char** argv)
                 reply(c, crc32c(region->bytes().subspan(u64(cmd, 1), u64(cmd, 9))));
                 break;
             case 'F': // fill [off, off+len) from seed
-                fill(region->bytes().subspan(u64(cmd, 1), u64(cmd, 9)), u64(cmd, 17));
+                weft::test::fill_pattern(region->bytes().subspan(u64(cmd, 1), u64(cmd, 9)),
+                                         u64(cmd, 17));
                 reply(c, 0);
                 break;
             case 'Q':

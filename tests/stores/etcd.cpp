@@ -17,6 +17,7 @@
 
 #include "support/etcd.hpp"
 #include "support/peer_process.hpp"
+#include "support/skip.hpp"
 #include "weft/error.hpp"
 #include "weft/etcd_store.hpp"
 
@@ -43,10 +44,7 @@ TEST_CASE("etcd store: members join and leave: a watch on their prefix sees each
           "is seen",
           "[store][etcd][process]")
 {
-    if (const auto why = test::Etcd::unavailable()) {
-        WARN("SKIPPED: " << *why);
-        return;
-    }
+    WEFT_SKIP_IF(test::Etcd::unavailable());
     const std::string at = test::Etcd::shared().endpoint();
     const std::string prefix = fmt::format("svc-{}/", ::getpid());
     // Member "a" is a process (programs/store_member.cpp, killed later).
@@ -102,10 +100,7 @@ TEST_CASE("etcd store: a watch whose etcd stops ends with an error saying so, an
           "ends at once when dropped",
           "[store][etcd]")
 {
-    if (const auto why = test::Etcd::unavailable()) {
-        WARN("SKIPPED: " << *why);
-        return;
-    }
+    WEFT_SKIP_IF(test::Etcd::unavailable());
     std::optional<test::Etcd> etcd(std::in_place);
     EtcdStore s(etcd->endpoint(), Deadline::after(30s), "w/", 1s);
     const auto before = Clock::now();
@@ -144,10 +139,7 @@ TEST_CASE("etcd store: a barrier's arrivals stay out of the store's keys and wat
           "see one change, the barrier's key; a key beginning with NUL is refused",
           "[store][etcd]")
 {
-    if (const auto why = test::Etcd::unavailable()) {
-        WARN("SKIPPED: " << *why);
-        return;
-    }
+    WEFT_SKIP_IF(test::Etcd::unavailable());
     const std::string at = test::Etcd::shared().endpoint();
     const std::string prefix = fmt::format("bar-{}/", ::getpid());
     constexpr std::size_t n = 6;

@@ -20,6 +20,8 @@ std::string test_address()
     return a && *a ? a : "127.0.0.1";
 }
 
+std::string at(std::uint16_t port) { return fmt::format("{}:{}", test_address(), port); }
+
 std::vector<Case> matrix()
 {
     std::vector<Case> all = {
@@ -101,8 +103,7 @@ Pair connect_pair(Server& server, const Options& o)
     client_options.allow_shm = server.selection().provider() == "shm";
     std::optional<Connection> client;
     try {
-        client.emplace(Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
-                                           client_options, soon()));
+        client.emplace(Connection::connect(at(server.port()), client_options, soon()));
     } catch (const std::exception& e) {
         // Where the server failed too, both ends' view of the connection.
         std::string server_side;

@@ -84,6 +84,8 @@ Peers peers_of(Node& hub, const Options& o, std::size_t n);
 
 /// The address tests bind to.
 std::string test_address();
+/// "ADDRESS:port" at the test address: where a server on `port` is reached.
+std::string at(std::uint16_t port);
 
 /// In a TEST_CASE: the case runs once per matrix cell (a Catch2 generator).
 inline Case each_cell()

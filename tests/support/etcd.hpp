@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "sockets.hpp"
+#include "temp_dir.hpp"
 #include "eventually.hpp"
 #include "process.hpp"
 #include "weft/bootstrap.hpp"
@@ -33,20 +34,12 @@ public:
 
     Etcd()
     {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "weft-etcd-XXXXXX").string();
-        if (!::mkdtemp(tmpl.data()))
-            throw std::runtime_error("mkdtemp");
-        dir_ = tmpl;
-        const auto free_port = [] {
-            const SideListener probe("127.0.0.1", 0);
-            return probe.port();
-        };
         const std::uint16_t client = free_port();
         const std::uint16_t peer = free_port();
         endpoint_ = fmt::format("127.0.0.1:{}", client);
         const std::string client_url = "http://" + endpoint_;
         const std::string peer_url = fmt::format("http://127.0.0.1:{}", peer);
-        etcd_.emplace(Command{{"etcd", "--data-dir", dir_ + "/data", "--listen-client-urls",
+        etcd_.emplace(Command{{"etcd", "--data-dir", dir_.path + "/data", "--listen-client-urls",
                                client_url, "--advertise-client-urls", client_url,
                                "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls",
                                peer_url, "--initial-cluster", "default=" + peer_url}},
@@ -74,8 +67,6 @@ public:
     {
         if (etcd_)
             etcd_->stop(std::chrono::seconds(30));
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
     }
     /// "127.0.0.1:port" of its client URL.
     const std::string& endpoint() const noexcept { return endpoint_; }
@@ -88,8 +79,8 @@ public:
     }
 
 private:
+    TempDir dir_{"weft-etcd"}; // removed after etcd stopped
     std::optional<Process> etcd_;
-    std::string dir_;
     std::string endpoint_;
 };
 

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "sockets.hpp"
+#include "temp_dir.hpp"
 #include "eventually.hpp"
 #include "process.hpp"
 #include "weft/bootstrap.hpp"
@@ -63,12 +64,6 @@ public:
     /// node is idle; throws, with the daemons' output, when they do not come up.
     Slurm()
     {
-        std::string tmpl =
-            (std::filesystem::temp_directory_path() / "weft-slurm-XXXXXX").string();
-        if (!::mkdtemp(tmpl.data()))
-            throw std::runtime_error("mkdtemp");
-        dir_ = tmpl;
-        conf_ = dir_ + "/slurm.conf";
         try {
             start();
         } catch (...) {
@@ -162,10 +157,6 @@ private:
         ::gethostname(name, sizeof name - 1);
         host_ = name;
         host_ = host_.substr(0, host_.find('.')); // slurmctld knows itself by the short name
-        const auto free_port = [] {
-            const SideListener probe("127.0.0.1", 0);
-            return probe.port();
-        };
         std::ofstream f(conf_);
         // No cgroup.conf: 22.05 refuses CgroupPlugin=disabled, and linuxproc
         // with task/none need none. CPUs=1: a node may have more than its
@@ -252,15 +243,14 @@ private:
         stop(ctld_);
         stop(slurmd_);
         stop(munged_);
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
     }
 
+    TempDir scratch_{"weft-slurm"}; // first: removed once the daemons are gone
+    const std::string dir_ = scratch_.path;
+    const std::string conf_ = dir_ + "/slurm.conf";
     std::optional<Process> munged_;
     std::optional<Process> ctld_;
     std::optional<Process> slurmd_;
-    std::string dir_;
-    std::string conf_;
     std::string host_;
 };
 

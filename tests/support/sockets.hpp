@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A plain TCP client socket for tests that play a stranger on a weft port.
+// Plain TCP for tests: a free port, and a client socket for tests that play
+// a stranger on a weft port.
 #pragma once
 
 #include <arpa/inet.h>
@@ -13,7 +14,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "weft/bootstrap.hpp"
+
 namespace weft::test {
+
+/// A TCP port free at `address` just now (nothing listens there once this
+/// returns): for a server a test starts later, or for nobody at all.
+inline std::uint16_t free_port(const std::string& address = "127.0.0.1")
+{
+    const SideListener probe(address, 0);
+    return probe.port();
+}
 
 /// A socket connected to 127.0.0.1:port; throws when it cannot connect.
 inline int loopback_connect(std::uint16_t port)

@@ -15,6 +15,8 @@
 
 #include "cpus.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
+#include "support/temp_dir.hpp"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -50,23 +52,6 @@ json last_json(const std::string& text)
                          nullptr, false);
     return j;
 }
-
-bool have(const char* program) { return weft::test::succeeds("command -v " + std::string(program)); }
-
-/// A scratch directory, removed at the end.
-struct TempDir {
-    TempDir()
-    {
-        std::string t = (fs::temp_directory_path() / "weft-tools-XXXXXX").string();
-        path = ::mkdtemp(t.data());
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    fs::path path;
-};
 
 std::string head(const fs::path& p, std::size_t n)
 {
@@ -193,10 +178,7 @@ TEST_CASE("tools: --pin puts each end on a CPU of its own", "[tools][cli][cpus]"
 
 TEST_CASE("tools: both tools warn when the ends have too few CPUs", "[tools][cli][cpus]")
 {
-    if (!have("taskset")) {
-        WARN("SKIPPED: taskset (util-linux) is not installed");
-        return;
-    }
+    WEFT_SKIP_IF(weft::test::unless("command -v taskset", "taskset (util-linux) is not installed"));
     const std::string one_cpu = "taskset -c " + std::to_string(weft::tool::allowed_cpus()[0]) + " ";
     for (const std::string args : {"pingpong --max-size 8", "bench lat-write -s 8"}) {
         INFO(args);
@@ -211,35 +193,33 @@ TEST_CASE("tools: both tools warn when the ends have too few CPUs", "[tools][cli
 TEST_CASE("tools: bench --plot writes the format its extension names, and nothing else",
           "[tools][cli][plot]")
 {
-    TempDir dir;
+    const weft::test::TempDir scratch("weft-tools");
+    const fs::path dir = scratch.path;
     SECTION("a directory that does not exist is named, before the run")
     {
-        const std::string file = (dir.path / "missing" / "p.png").string();
+        const std::string file = (dir / "missing" / "p.png").string();
         const Run r = cli("bench bw-write -s 8 " + std::string(quick) + " --plot " + file);
         CHECK(r.status > 0);
         CHECK_THAT(r.out, Catch::Contains("does not exist") &&
-                              Catch::Contains((dir.path / "missing").string()) &&
+                              Catch::Contains((dir / "missing").string()) &&
                               !Catch::Contains("gnuplot failed"));
         CHECK_THAT(r.out, !Catch::Contains("MB/sec")); // refused before running
     }
     SECTION("an unknown extension is refused with the ones known")
     {
-        const Run r = cli("bench -s 8 --plot " + (dir.path / "p.txt").string());
+        const Run r = cli("bench -s 8 --plot " + (dir / "p.txt").string());
         CHECK(r.status > 0);
         CHECK_THAT(r.out, Catch::Contains("'.txt'") && Catch::Contains(".png") &&
                               Catch::Contains(".svg") && Catch::Contains(".pdf"));
     }
-    if (!have("gnuplot")) {
-        WARN("SKIPPED: gnuplot is not installed");
-        return;
-    }
+    WEFT_SKIP_IF(weft::test::unless("command -v gnuplot", "gnuplot is not installed"));
     SECTION("png, jpg, pdf and svg, and no script or data left behind")
     {
         const std::pair<const char*, std::string> formats[] = {
             {"p.png", "\x89PNG"}, {"p.jpg", "\xFF\xD8\xFF"}, {"p.pdf", "%PDF"}, {"p.svg", "<?xml"}};
         for (const auto& [name, magic] : formats) {
             INFO(name);
-            const fs::path file = dir.path / name;
+            const fs::path file = dir / name;
             const Run r = cli("bench bw-write -s 8,4k " + std::string(quick) + " --plot " +
                                file.string());
             if (r.out.find("cannot write") != std::string::npos) {
@@ -249,12 +229,12 @@ TEST_CASE("tools: bench --plot writes the format its extension names, and nothin
             REQUIRE(r.status == 0);
             CHECK(head(file, magic.size()) == magic);
         }
-        for (const auto& n : names_in(dir.path))
+        for (const auto& n : names_in(dir))
             CHECK_THAT(n, !Catch::EndsWith(".gp") && !Catch::EndsWith(".dat"));
     }
     SECTION("the sizes on the x axis read as K and M")
     {
-        const fs::path file = dir.path / "sweep.svg";
+        const fs::path file = dir / "sweep.svg";
         const Run r = cli("bench bw-write -s 8,128k,256k,1m,4m -n 4 --budget-ms 20 --plot " +
                            file.string() + " --plot-script");
         REQUIRE(r.status == 0);
@@ -264,7 +244,7 @@ TEST_CASE("tools: bench --plot writes the format its extension names, and nothin
                             Catch::Contains(">4M<"));
         CHECK_THAT(svg, !Catch::Contains(">262144<") && !Catch::Contains(">4194304<"));
         // Kept on request: the script, with the data in it.
-        CHECK(names_in(dir.path) == std::set<std::string>{"sweep.svg", "sweep.svg.gp"});
+        CHECK(names_in(dir) == std::set<std::string>{"sweep.svg", "sweep.svg.gp"});
     }
 }
 

@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "support/peer_process.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using nlohmann::json;
 
@@ -41,9 +43,11 @@ std::vector<json> findings(const Run& r, const std::string& check)
     return out;
 }
 
-bool can_unshare(const char* flags)
+/// Why this process cannot make a namespace of `kind` (unshare's flag), or nothing.
+std::optional<std::string> no_namespace(const std::string& kind, const std::string& name)
 {
-    return weft::test::succeeds("unshare " + std::string(flags) + " true");
+    return weft::test::unless("unshare " + kind + " true",
+                              "cannot create a " + name + " namespace here (needs root)");
 }
 
 } // namespace
@@ -73,10 +77,7 @@ TEST_CASE("doctor: a low RLIMIT_MEMLOCK is found and its fix named", "[doctor]")
 
 TEST_CASE("doctor: a host name that does not resolve breaks rdma_cm", "[doctor]")
 {
-    if (!can_unshare("--uts")) {
-        WARN("SKIPPED: cannot create a UTS namespace here (needs root)");
-        return;
-    }
+    WEFT_SKIP_IF(no_namespace("--uts", "UTS"));
     const Run r = run_json("unshare --uts sh -c 'hostname weft-doctor-nowhere.invalid && exec " +
                             doctor() + "'");
     const auto f = findings(r, "rdma_cm");
@@ -89,10 +90,7 @@ TEST_CASE("doctor: a host name that does not resolve breaks rdma_cm", "[doctor]"
 
 TEST_CASE("doctor: loopback only, and container bridges, are found", "[doctor]")
 {
-    if (!can_unshare("--net")) {
-        WARN("SKIPPED: cannot create a network namespace here (needs root)");
-        return;
-    }
+    WEFT_SKIP_IF(no_namespace("--net", "network"));
     SECTION("only the loopback interface")
     {
         const Run r = run_json("unshare --net sh -c 'ip link set lo up && exec " + doctor() + "'");
@@ -120,10 +118,8 @@ TEST_CASE("doctor: shm without ptrace permission says so", "[doctor]")
 {
     // A peer that is not dumpable may not be attached to without CAP_SYS_PTRACE:
     // run the doctor with that capability dropped, as an unprivileged user is.
-    if (!weft::test::succeeds("setpriv --bounding-set -sys_ptrace true")) {
-        WARN("SKIPPED: setpriv cannot drop CAP_SYS_PTRACE here");
-        return;
-    }
+    WEFT_SKIP_IF(weft::test::unless("setpriv --bounding-set -sys_ptrace true",
+                                    "setpriv cannot drop CAP_SYS_PTRACE here"));
     // The undumpable program prints its pid.
     weft::test::PeerProcess peer(WEFT_UNDUMPABLE_PATH, {});
     int pid = 0;
@@ -141,10 +137,7 @@ TEST_CASE("doctor: shm without ptrace permission says so", "[doctor]")
 
 TEST_CASE("doctor: a full /dev/shm is found", "[doctor]")
 {
-    if (!can_unshare("--mount")) {
-        WARN("SKIPPED: cannot create a mount namespace here (needs root)");
-        return;
-    }
+    WEFT_SKIP_IF(no_namespace("--mount", "mount"));
     const Run r = run_json("unshare --mount sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " +
                             doctor() + "'");
     const auto f = findings(r, "/dev/shm");
