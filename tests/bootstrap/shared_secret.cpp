@@ -23,13 +23,12 @@ using namespace weft::test;
 
 TEST_CASE("shared secret: peers holding it connect, and say so", "[bootstrap][secret]")
 {
-    SideListener listener("127.0.0.1", 0);
-    auto server = std::async(std::launch::async, [&] {
-        SideChannel s = listener.accept(Deadline::after(10s), secret_a);
+    SideServer server([](SideListener& l) {
+        SideChannel s = l.accept(Deadline::after(10s), secret_a);
         s.send(Frame::data, std::as_bytes(std::span(secret_b.data(), 4)), Deadline::after(10s));
         return s.authenticated();
     });
-    SideChannel c = SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s), secret_a);
+    SideChannel c = SideChannel::connect("127.0.0.1", server.port(), Deadline::after(10s), secret_a);
     CHECK(c.authenticated());
     CHECK(c.receive(Frame::data, Deadline::after(10s)).size() == 4);
     CHECK(server.get());
@@ -100,23 +99,16 @@ TEST_CASE("shared secret: each mismatch is named on both sides", "[bootstrap][se
         {secret_a, secret_b, "failed the shared-secret check", "secrets differ"},
     };
     for (const auto& k : cases) {
-        SideListener listener("127.0.0.1", 0);
-        auto server = std::async(std::launch::async, [&] {
+        SideServer server([&k](SideListener& l) {
             try {
-                (void)listener.accept(Deadline::after(10s), k.server);
+                (void)l.accept(Deadline::after(10s), k.server);
             } catch (const Error& e) {
                 CHECK(e.code() == -FI_EACCES);
                 return std::string(e.what());
             }
             return std::string("(accepted)");
         });
-        std::string client;
-        try {
-            (void)SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s), k.client);
-            client = "(connected)";
-        } catch (const Error& e) {
-            client = e.what();
-        }
+        const std::string client = connect_error(server.port(), 10s, k.client);
         CHECK_THAT(server.get(), Catch::Contains(k.server_says));
         CHECK_THAT(client, Catch::Contains(k.client_says));
     }
@@ -134,13 +126,7 @@ TEST_CASE("shared secret: an impostor server is caught before anything is sent",
         (void)frames_until_close(fd); // the client's hello and proof, and no answer
     });
     // The impostor never answers with a proof: the client must time out, not hang.
-    std::string text;
-    try {
-        (void)SideChannel::connect("127.0.0.1", impostor.port(), Deadline::after(1s), secret_a);
-    } catch (const Error& e) {
-        text = e.what();
-    }
-    CHECK_THAT(text, Catch::Contains("proof"));
+    CHECK_THAT(connect_error(impostor.port(), 1s, secret_a), Catch::Contains("proof"));
 
     RawServer liar([](int fd) {
         raw_hello(fd, 1);
@@ -155,7 +141,7 @@ TEST_CASE("shared secret: an impostor server is caught before anything is sent",
         send_all(fd, nonce.data(), nonce.size()); // not the HMAC
         std::this_thread::sleep_for(200ms);
     });
-    CHECK_THAT(connect_error_with(liar.port(), secret_a),
+    CHECK_THAT(connect_error(liar.port(), 5s, secret_a),
                Catch::Contains("answered the shared-secret challenge wrongly"));
 }
 

@@ -28,14 +28,13 @@ using namespace weft::test;
 
 TEST_CASE("side channel: hello, frames and regions both ways", "[bootstrap]")
 {
-    SideListener listener("127.0.0.1", 0);
-    auto server = std::async(std::launch::async, [&] {
-        SideChannel s = listener.accept(Deadline::after(10s));
+    SideServer server([](SideListener& l) {
+        SideChannel s = l.accept(Deadline::after(10s));
         auto got = s.receive(Frame::data, Deadline::after(10s));
         s.send(Frame::data, got, Deadline::after(10s)); // echo
         return s.peer();
     });
-    SideChannel c = SideChannel::connect("127.0.0.1", listener.port(), Deadline::after(10s));
+    SideChannel c = SideChannel::connect("127.0.0.1", server.port(), Deadline::after(10s));
     const std::string msg = "weft side channel";
     c.send(Frame::data, std::as_bytes(std::span(msg.data(), msg.size())), Deadline::after(10s));
     const auto echo = c.receive(Frame::data, Deadline::after(10s));

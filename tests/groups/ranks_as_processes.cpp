@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "support/etcd.hpp"
+#include "support/group_example.hpp"
 #include "support/process.hpp"
 #include "support/skip.hpp"
 #include "support/sockets.hpp"
@@ -52,8 +53,7 @@ TEST_CASE("group: 8 processes of the group example over the TCP store, rank 0 se
         const std::string output = ranks[r].output();
         INFO("rank " << r << " printed:\n" << output);
         CHECK(ranks[r].status() == 0);
-        CHECK(output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
-              std::string::npos);
+        CHECK(test::ring_and_mesh_verified(output, r, 8));
     }
     CHECK(ranks[0].output().find("the TCP store (rank 0 serves it)") != std::string::npos);
 }
@@ -155,10 +155,5 @@ TEST_CASE("group: mpirun -np 8 of the group example: the PMIx store, ring and me
     const test::Ran job = test::run(
         {{"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", WEFT_GROUP_EXAMPLE_PATH}},
         180s, "mpirun");
-    INFO("mpirun printed:\n" << job.output);
-    CHECK(job.status == 0);
-    for (std::uint32_t r = 0; r < 8; ++r)
-        CHECK(job.output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
-              std::string::npos);
-    CHECK(job.output.find("launched by a PMIx launcher") != std::string::npos);
+    test::check_launched_example(job, "mpirun");
 }

@@ -2,12 +2,9 @@
 // The group example launched by Slurm: srun --mpi=pmix -n 8 on a one-node
 // cluster that the test starts itself (support/slurm.hpp), which checks the
 // PMIx store under Slurm's PMIx server as ranks_as_processes.cpp does under mpirun's.
-#include <cstdint>
-#include <string>
-
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
+#include "support/group_example.hpp"
 #include "support/skip.hpp"
 #include "support/slurm.hpp"
 
@@ -22,10 +19,5 @@ TEST_CASE("group: srun --mpi=pmix -n 8 of the group example on a slurm the test 
     // 8 tasks on a node of one CPU: --overcommit.
     const auto job = Slurm::shared().run(
         {"srun", "--mpi=pmix", "--overcommit", "-n", "8", WEFT_GROUP_EXAMPLE_PATH}, 120s, "srun");
-    INFO("srun printed:\n" << job.output);
-    CHECK(job.status == 0);
-    for (std::uint32_t r = 0; r < 8; ++r)
-        CHECK(job.output.find(fmt::format("rank {} of 8: ring and mesh verified", r)) !=
-              std::string::npos);
-    CHECK(job.output.find("launched by a PMIx launcher") != std::string::npos);
+    weft::test::check_launched_example(job, "srun");
 }

@@ -40,6 +40,19 @@ bool same(const std::byte* a, const std::byte* b, std::size_t n)
     return std::memcmp(a, b, n) == 0;
 }
 
+/// Writes the first `size` bytes of `src` to the start of `remote`, with a
+/// notification of `value` when `notify`, and waits for its completion.
+void write(test::Pair& p, bool notify, MemoryRegion& src, std::size_t size,
+           const RemoteRegion& remote, std::uint32_t value)
+{
+    int ctx = 0;
+    if (notify)
+        p.client.write_notify(src.slice(0, size), remote, 0, value, &ctx);
+    else
+        p.client.write(src.slice(0, size), remote, 0, &ctx);
+    (void)p.client.endpoint().wait(&ctx, soon());
+}
+
 } // namespace
 
 TEST_CASE("contract: a completed write is seen by the read that follows it",
@@ -58,12 +71,7 @@ TEST_CASE("contract: a completed write is seen by the read that follows it",
             int stale = 0;
             for (int i = 0; i < 40; ++i, ++seed) {
                 test::fill_pattern(src->bytes().first(size), seed);
-                if (notify)
-                    p.client.write_notify(src->slice(0, size), remote, 0,
-                                          static_cast<std::uint32_t>(seed), &ctx);
-                else
-                    p.client.write(src->slice(0, size), remote, 0, &ctx);
-                (void)ep.wait(&ctx, soon());
+                write(p, notify, *src, size, remote, static_cast<std::uint32_t>(seed));
                 if (notify) // the target takes it (on verbs it holds a receive slot)
                     (void)p.server.endpoint().wait_for(Op::notify, soon());
                 p.client.read(back->slice(0, size), remote, 0, &ctx);
@@ -196,8 +204,6 @@ TEST_CASE("contract: after a barrier the peer sees every completed write and not
     auto p = test::connect_pair(c);
     constexpr std::size_t span = 1 << 16;
     auto [target, remote, src, back] = p.rma(span);
-    Endpoint& ep = p.client.endpoint();
-    int ctx = 0;
     std::uint32_t value = 0;
     for (const std::size_t size : {std::size_t{64}, std::size_t{4096}, span}) {
         for (const bool notify : {false, true}) {
@@ -221,11 +227,7 @@ TEST_CASE("contract: after a barrier the peer sees every completed write and not
             });
             for (std::uint64_t i = 0; i < 30; ++i) {
                 test::fill_pattern(src->bytes().first(size), i * 7 + size);
-                if (notify)
-                    p.client.write_notify(src->slice(0, size), remote, 0, value++, &ctx);
-                else
-                    p.client.write(src->slice(0, size), remote, 0, &ctx);
-                (void)ep.wait(&ctx, soon());
+                write(p, notify, *src, size, remote, value++);
                 p.client.barrier(soon());
                 p.client.barrier(soon());
             }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/sockets.hpp"
 #include "weft/detail/fd.hpp"
 
 using namespace weft;
@@ -30,15 +31,7 @@ namespace {
 /// A TCP connection to the server's rendezvous port that is not a weft client.
 class Stranger {
 public:
-    explicit Stranger(std::uint16_t port)
-    {
-        fd_.reset(::socket(AF_INET, SOCK_STREAM, 0));
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        REQUIRE(::inet_pton(AF_INET, test::test_address().c_str(), &a.sin_addr) == 1);
-        a.sin_port = htons(port);
-        REQUIRE(::connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    }
+    explicit Stranger(std::uint16_t port) { fd_.reset(test::tcp_connect(test::test_address(), port)); }
     void say(std::string_view text) { (void)!::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL); }
 
 private:
@@ -51,13 +44,11 @@ std::vector<double> connect_clients(const Server& server, const Options& o, int 
                                     std::vector<Connection>& out)
 {
     std::vector<std::future<std::pair<Connection, double>>> clients;
-    Options client_options = o;
-    client_options.provider.clear(); // the server decides
+    const Options client_options = test::client_options(server, o);
     for (int i = 0; i < n; ++i)
         clients.push_back(std::async(std::launch::async, [&, port = server.port()] {
             const auto start = Clock::now();
-            Connection c = Connection::connect(fmt::format("{}:{}", test::test_address(), port),
-                                               client_options, Deadline::after(15s));
+            Connection c = Connection::connect(test::at(port), client_options, Deadline::after(15s));
             return std::pair{std::move(c),
                              std::chrono::duration<double>(Clock::now() - start).count()};
         }));
@@ -75,22 +66,19 @@ void verify_pairs(std::vector<Connection>& servers, std::vector<Connection>& cli
 {
     REQUIRE(servers.size() == clients.size());
     std::vector<std::shared_ptr<MemoryRegion>> keep;
-    // Pair server ends with client ends by the value each client sends.
-    std::vector<RemoteRegion> inbox(servers.size());
-    std::vector<std::future<RemoteRegion>> sent;
-    for (std::size_t i = 0; i < servers.size(); ++i) {
-        auto mr = keep.emplace_back(servers[i].allocate(64, Access::remote_write));
-        sent.push_back(std::async(std::launch::async, [&, i, r = mr->remote()] {
-            return servers[i].exchange(r, soon());
-        }));
-    }
-    std::vector<RemoteRegion> at_server;
-    for (auto& c : clients) {
-        auto mine = keep.emplace_back(c.allocate(64, Access::remote_write));
-        at_server.push_back(c.exchange(mine->remote(), soon()));
-    }
-    for (auto& f : sent)
-        (void)f.get();
+    // Every end offers 64 B and learns its peer's: client i's inbox at the
+    // server is what it learnt (server ends and clients pair by the value each
+    // client sends, not by index).
+    std::vector<Connection*> ends;
+    std::vector<RemoteRegion> offers;
+    for (auto* side : {&servers, &clients})
+        for (auto& end : *side) {
+            ends.push_back(&end);
+            offers.push_back(keep.emplace_back(end.allocate(64, Access::remote_write))->remote());
+        }
+    const auto learnt = test::exchange_all(ends, offers);
+    const std::vector<RemoteRegion> at_server(
+        learnt.begin() + static_cast<std::ptrdiff_t>(servers.size()), learnt.end());
     std::set<std::uint32_t> seen;
     {
         // The server ends are passive targets: on a provider that moves data
@@ -246,8 +234,7 @@ TEST_CASE("server: a client's wish that the server overrides is named", "[server
         client.allow_shm = true;
         client.node = test::test_address();
         auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
-        auto conn = Connection::connect(fmt::format("{}:{}", test::test_address(), server.port()),
-                                        client, soon());
+        auto conn = Connection::connect(test::at(server.port()), client, soon());
         (void)accepted.get();
     } catch (const std::exception& e) {
         error = e.what();

@@ -30,14 +30,11 @@ struct Clients {
 /// server ends (in accept order, which is not the clients' order).
 Clients connect_many(Server& server, const Options& o, int n)
 {
-    Options co = o;
-    co.provider.clear(); // the server decides
-    co.allow_shm = server.selection().provider() == "shm";
+    const Options co = test::client_options(server, o);
     std::vector<std::future<Connection>> pending;
     for (int i = 0; i < n; ++i)
         pending.push_back(std::async(std::launch::async, [&, port = server.port()] {
-            return Connection::connect(fmt::format("{}:{}", test::test_address(), port), co,
-                                       soon(60s));
+            return Connection::connect(test::at(port), co, soon(60s));
         }));
     Clients out;
     for (int i = 0; i < n; ++i)
@@ -53,22 +50,20 @@ std::vector<RemoteRegion> expose_clients(Clients& c,
                                          std::vector<std::shared_ptr<MemoryRegion>>& exposed,
                                          std::uint64_t seed)
 {
-    std::vector<std::future<RemoteRegion>> at_client;
+    std::vector<Connection*> ends;
+    std::vector<RemoteRegion> offers;
     for (std::size_t i = 0; i < c.clients.size(); ++i) {
         auto mr = exposed.emplace_back(c.clients[i].allocate(4096, Access::remote_read));
         test::fill_pattern(mr->bytes(), seed + i);
-        at_client.push_back(std::async(std::launch::async, [&c, i, r = mr->remote()] {
-            return c.clients[i].exchange(r, soon());
-        }));
+        ends.push_back(&c.clients[i]);
+        offers.push_back(mr->remote());
     }
-    std::vector<RemoteRegion> theirs;
     for (auto& end : c.server_ends) {
-        auto mine = exposed.emplace_back(end.allocate(8, Access::remote_read));
-        theirs.push_back(end.exchange(mine->remote(), soon()));
+        ends.push_back(&end);
+        offers.push_back(exposed.emplace_back(end.allocate(8, Access::remote_read))->remote());
     }
-    for (auto& f : at_client)
-        (void)f.get();
-    return theirs;
+    const auto learnt = test::exchange_all(ends, offers);
+    return {learnt.begin() + static_cast<std::ptrdiff_t>(c.clients.size()), learnt.end()};
 }
 
 /// A Server and `n` clients; client i exposes 4 KiB of its pattern (seed + i)
@@ -300,24 +295,17 @@ TEST_CASE("server: a client reaches two servers through one Node, with one regis
     std::vector<Connection> mine;
     for (Server* s : {&a, &b}) {
         auto accepted = std::async(std::launch::async, [s] { return s->accept(soon()); });
-        mine.push_back(Connection::connect(fmt::format("{}:{}", test::test_address(), s->port()),
-                                           co, soon(), node));
+        mine.push_back(Connection::connect(test::at(s->port()), co, soon(), node));
         ends.push_back(accepted.get());
     }
     CHECK(&mine[0].node() == &mine[1].node());
     // Each server reads the one buffer through its own connection.
-    std::vector<std::future<RemoteRegion>> sent;
-    for (auto& m : mine)
-        sent.push_back(std::async(std::launch::async, [&m, r = shared->remote()] {
-            return m.exchange(r, soon());
-        }));
-    std::vector<RemoteRegion> theirs;
-    for (auto& e : ends) {
-        auto dummy = exposed.emplace_back(e.allocate(8, Access::remote_read));
-        theirs.push_back(e.exchange(dummy->remote(), soon()));
-    }
-    for (auto& f : sent)
-        (void)f.get();
+    std::vector<Connection*> all{&mine[0], &mine[1], &ends[0], &ends[1]};
+    std::vector<RemoteRegion> offers{shared->remote(), shared->remote()};
+    for (auto& e : ends)
+        offers.push_back(exposed.emplace_back(e.allocate(8, Access::remote_read))->remote());
+    const auto learnt = test::exchange_all(all, offers);
+    const std::vector<RemoteRegion> theirs(learnt.begin() + 2, learnt.end());
     const test::Target passive([&](const std::atomic<bool>& done) {
         while (!done)
             node->progress();
@@ -348,8 +336,7 @@ TEST_CASE("server: a Node cannot reach a server of another provider, and says wh
         }
     });
     try {
-        (void)Connection::connect(fmt::format("{}:{}", test::test_address(), server.port()),
-                                  test::options_for(tcp), soon(), node);
+        (void)Connection::connect(test::at(server.port()), test::options_for(tcp), soon(), node);
         FAIL("a tcp MSG Node connected to a tcp;ofi_rxm server");
     } catch (const UsageError& e) {
         CHECK_THAT(e.what(), Catch::Contains("a Node reaches servers of its own provider"));

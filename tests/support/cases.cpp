@@ -97,13 +97,9 @@ Pair connect_pair(const Case& c, const Options& base)
 Pair connect_pair(Server& server, const Options& o)
 {
     auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
-    Options client_options = o;
-    client_options.provider.clear(); // the server decides
-    // Allowing shm where the server chose otherwise would be named on stderr.
-    client_options.allow_shm = server.selection().provider() == "shm";
     std::optional<Connection> client;
     try {
-        client.emplace(Connection::connect(at(server.port()), client_options, soon()));
+        client.emplace(Connection::connect(at(server.port()), client_options(server, o), soon()));
     } catch (const std::exception& e) {
         // Where the server failed too, both ends' view of the connection.
         std::string server_side;
@@ -132,6 +128,27 @@ Peers peers_of(Node& hub, const Options& o, std::size_t n)
         p.ids.push_back(hub.add_peer(p.nodes.back()->address()));
     }
     return p;
+}
+
+Options client_options(const Server& server, Options o)
+{
+    o.provider.clear();
+    o.allow_shm = server.selection().provider() == "shm";
+    return o;
+}
+
+std::vector<RemoteRegion> exchange_all(const std::vector<Connection*>& ends,
+                                       const std::vector<RemoteRegion>& offers)
+{
+    std::vector<std::future<RemoteRegion>> learning;
+    for (std::size_t i = 0; i < ends.size(); ++i)
+        learning.push_back(std::async(std::launch::async, [end = ends[i], offer = offers.at(i)] {
+            return end->exchange(offer, soon());
+        }));
+    std::vector<RemoteRegion> learnt;
+    for (auto& f : learning)
+        learnt.push_back(f.get());
+    return learnt;
 }
 
 void bury(std::shared_ptr<void> p)

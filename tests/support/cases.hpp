@@ -71,6 +71,16 @@ struct Pair {
 Pair connect_pair(const Case& c, const Options& base = {});
 /// One more connection to `server` (options as options_for gives them).
 Pair connect_pair(Server& server, const Options& o);
+/// A client's Options for `server`, from the server's `o`: the server decides
+/// the provider; shm allowed only where the server chose it (else allowing it
+/// would be named on stderr).
+Options client_options(const Server& server, Options o);
+
+/// Every connection in `ends` offers the region at the same index of
+/// `offers` and learns its peer's, all at once (a thread each: both ends of a
+/// connection may be in `ends`); what each learnt.
+std::vector<RemoteRegion> exchange_all(const std::vector<Connection*>& ends,
+                                       const std::vector<RemoteRegion>& offers);
 
 /// `n` Nodes like `hub` (options `o`), each added as a peer of it: `nodes[i]`
 /// is the hub's peer `ids[i]`. Addresses are exchanged in-process here (a

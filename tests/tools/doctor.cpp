@@ -50,6 +50,21 @@ std::optional<std::string> no_namespace(const std::string& kind, const std::stri
                               "cannot create a " + name + " namespace here (needs root)");
 }
 
+/// The one finding of `check`.
+json the_finding(const Run& r, const std::string& check)
+{
+    const auto f = findings(r, check);
+    REQUIRE(f.size() == 1);
+    return f[0];
+}
+
+/// weft doctor's findings from a shell that made a namespace of `kind`
+/// (unshare's flag) and ran `setup` in it.
+Run doctor_in(const std::string& kind, const std::string& setup)
+{
+    return run_json("unshare " + kind + " sh -c '" + setup + " && exec " + doctor() + "'");
+}
+
 } // namespace
 
 TEST_CASE("doctor: the exit status says whether weft can run RDMA here", "[doctor]")
@@ -68,24 +83,20 @@ TEST_CASE("doctor: a low RLIMIT_MEMLOCK is found and its fix named", "[doctor]")
 {
     // 64 KiB, soft and hard.
     const Run r = run_json("ulimit -l 64 && exec " + doctor());
-    const auto f = findings(r, "memlock");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] != "ok");
-    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("64 KiB"));
-    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ulimit -l unlimited"));
+    const json f = the_finding(r, "memlock");
+    CHECK(f["verdict"] != "ok");
+    CHECK_THAT(f["detail"].get<std::string>(), Catch::Contains("64 KiB"));
+    CHECK_THAT(f["fix"].get<std::string>(), Catch::Contains("ulimit -l unlimited"));
 }
 
 TEST_CASE("doctor: a host name that does not resolve breaks rdma_cm", "[doctor]")
 {
     WEFT_SKIP_IF(no_namespace("--uts", "UTS"));
-    const Run r = run_json("unshare --uts sh -c 'hostname weft-doctor-nowhere.invalid && exec " +
-                            doctor() + "'");
-    const auto f = findings(r, "rdma_cm");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] != "ok");
-    CHECK_THAT(f[0]["detail"].get<std::string>(),
+    const json f = the_finding(doctor_in("--uts", "hostname weft-doctor-nowhere.invalid"), "rdma_cm");
+    CHECK(f["verdict"] != "ok");
+    CHECK_THAT(f["detail"].get<std::string>(),
                Catch::Contains("weft-doctor-nowhere.invalid") && Catch::Contains("does not resolve"));
-    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("/etc/hosts"));
+    CHECK_THAT(f["fix"].get<std::string>(), Catch::Contains("/etc/hosts"));
 }
 
 TEST_CASE("doctor: loopback only, and container bridges, are found", "[doctor]")
@@ -93,18 +104,16 @@ TEST_CASE("doctor: loopback only, and container bridges, are found", "[doctor]")
     WEFT_SKIP_IF(no_namespace("--net", "network"));
     SECTION("only the loopback interface")
     {
-        const Run r = run_json("unshare --net sh -c 'ip link set lo up && exec " + doctor() + "'");
-        const auto f = findings(r, "interfaces");
+        const auto f = findings(doctor_in("--net", "ip link set lo up"), "interfaces");
         REQUIRE_FALSE(f.empty());
         CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("only the loopback"));
     }
     SECTION("a docker bridge the tcp provider may pick")
     {
-        const Run r = run_json(
-            "unshare --net sh -c 'ip link set lo up && ip link add docker0 type bridge && "
-            "ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0 up && exec " +
-            doctor() + "'");
-        const auto f = findings(r, "interfaces");
+        const auto f = findings(doctor_in("--net", "ip link set lo up && ip link add docker0 type "
+                                                   "bridge && ip addr add 172.17.0.1/16 dev docker0 "
+                                                   "&& ip link set docker0 up"),
+                                "interfaces");
         REQUIRE_FALSE(f.empty());
         bool named = false;
         for (const auto& x : f)
@@ -127,23 +136,20 @@ TEST_CASE("doctor: shm without ptrace permission says so", "[doctor]")
     const Run r = run_json("setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace " +
                             doctor() + " --shm-peer " + std::to_string(pid));
     peer.kill_now();
-    const auto f = findings(r, "ptrace/shm");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] == "FAIL");
-    CHECK_THAT(f[0]["detail"].get<std::string>(),
+    const json f = the_finding(r, "ptrace/shm");
+    CHECK(f["verdict"] == "FAIL");
+    CHECK_THAT(f["detail"].get<std::string>(),
                Catch::Contains("Operation not permitted") && Catch::Contains(std::to_string(pid)));
-    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ptrace_scope"));
+    CHECK_THAT(f["fix"].get<std::string>(), Catch::Contains("ptrace_scope"));
 }
 
 TEST_CASE("doctor: a full /dev/shm is found", "[doctor]")
 {
     WEFT_SKIP_IF(no_namespace("--mount", "mount"));
-    const Run r = run_json("unshare --mount sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " +
-                            doctor() + "'");
-    const auto f = findings(r, "/dev/shm");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] == "warn");
-    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("1 MiB free"));
+    const json f =
+        the_finding(doctor_in("--mount", "mount -t tmpfs -o size=1m tmpfs /dev/shm"), "/dev/shm");
+    CHECK(f["verdict"] == "warn");
+    CHECK_THAT(f["detail"].get<std::string>(), Catch::Contains("1 MiB free"));
 }
 
 TEST_CASE("doctor: a group's open-file limit and FI_UNIVERSE_SIZE are checked against its ranks",
@@ -152,23 +158,17 @@ TEST_CASE("doctor: a group's open-file limit and FI_UNIVERSE_SIZE are checked ag
     // Under `ulimit -n 256` (soft, and hard), 100 ranks fit, 1000 do not.
     const std::string base = "ulimit -n 256 && unset FI_UNIVERSE_SIZE && exec " +
                              std::string(WEFT_CLI_PATH) + " doctor --json --ranks ";
-    const Run small = run_json("bash -c '" + base + "100'");
-    auto f = findings(small, "open files");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] == "ok");
-    const Run big = run_json("bash -c '" + base + "1000'");
-    f = findings(big, "open files");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] == "FAIL");
-    CHECK_THAT(f[0]["detail"].get<std::string>(), Catch::Contains("256 (soft) / 256 (hard)"));
-    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("ulimit -n 1064"));
+    CHECK(the_finding(run_json("bash -c '" + base + "100'"), "open files")["verdict"] == "ok");
+    json f = the_finding(run_json("bash -c '" + base + "1000'"), "open files");
+    CHECK(f["verdict"] == "FAIL");
+    CHECK_THAT(f["detail"].get<std::string>(), Catch::Contains("256 (soft) / 256 (hard)"));
+    CHECK_THAT(f["fix"].get<std::string>(), Catch::Contains("ulimit -n 1064"));
     // A universe smaller than the group is found and its fix named.
     const Run narrow = run_json("FI_UNIVERSE_SIZE=16 " + std::string(WEFT_CLI_PATH) +
                                  " doctor --json --ranks 100");
-    f = findings(narrow, "universe size");
-    REQUIRE(f.size() == 1);
-    CHECK(f[0]["verdict"] == "warn");
-    CHECK_THAT(f[0]["fix"].get<std::string>(), Catch::Contains("FI_UNIVERSE_SIZE=100"));
+    f = the_finding(narrow, "universe size");
+    CHECK(f["verdict"] == "warn");
+    CHECK_THAT(f["fix"].get<std::string>(), Catch::Contains("FI_UNIVERSE_SIZE=100"));
     // Without --ranks, neither check runs.
     CHECK(findings(run_json(doctor()), "open files").empty());
 }

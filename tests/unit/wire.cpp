@@ -41,6 +41,17 @@ void reseal(RemoteRegion::Wire& w)
         w[32 + static_cast<std::size_t>(i)] = static_cast<std::byte>(crc >> (8 * i));
 }
 
+/// The error decoding `sample` with byte `at` set to `value`: its checksum made
+/// right again (a forged descriptor), or left as it is (corruption).
+std::string defect_error(std::size_t at, std::byte value, bool resealed)
+{
+    auto w = sample.encode();
+    w[at] = value;
+    if (resealed)
+        reseal(w);
+    return decode_error(w);
+}
+
 } // namespace
 
 TEST_CASE("RemoteRegion round-trips through its wire format", "[unit][wire]")
@@ -81,36 +92,24 @@ TEST_CASE("RemoteRegion::decode names each defect", "[unit][wire][bad-input]")
     }
     SECTION("bad magic")
     {
-        auto w = sample.encode();
-        w[0] = std::byte{'X'};
-        CHECK_THAT(decode_error(w), Catch::Contains("bad magic"));
+        CHECK_THAT(defect_error(0, std::byte{'X'}, false), Catch::Contains("bad magic"));
     }
     SECTION("newer version")
     {
-        auto w = sample.encode();
-        w[4] = std::byte{2};
-        reseal(w);
-        CHECK_THAT(decode_error(w), Catch::Contains("wire version 2"));
+        CHECK_THAT(defect_error(4, std::byte{2}, true), Catch::Contains("wire version 2"));
     }
     SECTION("unknown flags")
     {
-        auto w = sample.encode();
-        w[5] = std::byte{0x80};
-        reseal(w);
-        CHECK_THAT(decode_error(w), Catch::Contains("unknown flag bits"));
+        CHECK_THAT(defect_error(5, std::byte{0x80}, true), Catch::Contains("unknown flag bits"));
     }
     SECTION("reserved bytes")
     {
-        auto w = sample.encode();
-        w[6] = std::byte{1};
-        reseal(w);
-        CHECK_THAT(decode_error(w), Catch::Contains("reserved"));
+        CHECK_THAT(defect_error(6, std::byte{1}, true), Catch::Contains("reserved"));
     }
     SECTION("corruption")
     {
-        auto w = sample.encode();
-        w[20] ^= std::byte{0x40};
-        CHECK_THAT(decode_error(w), Catch::Contains("checksum mismatch"));
+        CHECK_THAT(defect_error(20, sample.encode()[20] ^ std::byte{0x40}, false),
+                   Catch::Contains("checksum mismatch"));
     }
     SECTION("zero length")
     {
