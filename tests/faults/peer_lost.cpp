@@ -7,8 +7,6 @@
 #include <cstring>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "support/cases.hpp"
 #include "support/eventually.hpp"
 #include "support/test_peer.hpp"

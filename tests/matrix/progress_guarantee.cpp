@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <thread>
 
 #include "support/cases.hpp"
 
@@ -66,8 +65,7 @@ TEST_CASE("progress: without anyone driving it, a passive target stalls (control
         CHECK_THAT(e.what(), Catch::Contains("progress thread") && Catch::Contains("poll"));
     }
     // Once the target polls, the (re-posted) read completes.
-    std::atomic<bool> stop{false};
-    std::thread target_poller([&] {
+    test::Target target_poller([&](const std::atomic<bool>& stop) {
         while (!stop)
             (void)p.server.endpoint().poll_one();
     });
@@ -75,8 +73,7 @@ TEST_CASE("progress: without anyone driving it, a passive target stalls (control
     if (!posted)
         p.client.read(sink->all(), target->remote(), 0, &ctx);
     CHECK(p.client.endpoint().wait(&ctx, soon()).context == &ctx);
-    stop = true;
-    target_poller.join();
+    CHECK(target_poller.finish().empty());
 }
 
 TEST_CASE("progress: Progress::thread runs one on any provider", "[progress]")

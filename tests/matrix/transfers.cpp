@@ -153,18 +153,13 @@ TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
     auto client_mr = p.client.allocate(size, Access::remote_write);
     const RemoteRegion at_server = server_mr->remote();
     const RemoteRegion at_client = client_mr->remote();
-    std::string server_error;
     // The server echoes every notified buffer back, in its own thread.
-    std::thread server([&] {
-        try {
-            int sctx = 0;
-            for (int i = 0; i < rounds; ++i) {
-                const auto n = p.server.endpoint().wait_for(Op::notify, soon());
-                p.server.write_notify(server_mr->slice(0, size), at_client, 0, n.data, &sctx);
-                (void)p.server.endpoint().wait(&sctx, soon());
-            }
-        } catch (const std::exception& e) {
-            server_error = e.what();
+    test::Target server([&](const std::atomic<bool>&) {
+        int sctx = 0;
+        for (int i = 0; i < rounds; ++i) {
+            const auto n = p.server.endpoint().wait_for(Op::notify, soon());
+            p.server.write_notify(server_mr->slice(0, size), at_client, 0, n.data, &sctx);
+            (void)p.server.endpoint().wait(&sctx, soon());
         }
     });
     auto src = p.client.allocate(size, Access::local);
@@ -176,8 +171,7 @@ TEST_CASE("matrix: both ends in their own threads", "[matrix][threads]")
         REQUIRE(p.client.endpoint().wait_for(Op::notify, soon()).data == static_cast<std::uint32_t>(i));
         REQUIRE(same(client_mr->data(), src->data(), size));
     }
-    server.join();
-    REQUIRE(server_error.empty());
+    REQUIRE(server.finish().empty());
 }
 
 TEST_CASE("matrix: more messages than the receiver has slots are held, not lost",
@@ -192,20 +186,15 @@ TEST_CASE("matrix: more messages than the receiver has slots are held, not lost"
     auto p = test::connect_pair(c, o);
     constexpr std::uint32_t count = 100;
     std::vector<std::uint32_t> got;
-    std::string server_error;
     // A slow receiver: it polls now and then, in its own thread.
-    std::thread receiver([&] {
-        try {
-            while (got.size() < count) {
-                const auto m = p.server.endpoint().wait_for(Op::recv, soon());
-                std::uint32_t v = 0;
-                std::memcpy(&v, m.message.data(), sizeof v);
-                got.push_back(v);
-                if (got.size() % 10 == 0)
-                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-        } catch (const std::exception& e) {
-            server_error = e.what();
+    test::Target receiver([&](const std::atomic<bool>&) {
+        while (got.size() < count) {
+            const auto m = p.server.endpoint().wait_for(Op::recv, soon());
+            std::uint32_t v = 0;
+            std::memcpy(&v, m.message.data(), sizeof v);
+            got.push_back(v);
+            if (got.size() % 10 == 0)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
     });
     auto src = p.client.allocate(count * sizeof(std::uint32_t), Access::local);
@@ -215,8 +204,7 @@ TEST_CASE("matrix: more messages than the receiver has slots are held, not lost"
         p.client.send(src->slice(4 * i, 4), &ctx);
         (void)p.client.endpoint().wait(&ctx, soon());
     }
-    receiver.join();
-    REQUIRE(server_error.empty());
+    REQUIRE(receiver.finish().empty());
     REQUIRE(got.size() == count);
     for (std::uint32_t i = 0; i < count; ++i)
         REQUIRE(got[i] == i);

@@ -4,8 +4,6 @@
 
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "support/cases.hpp"
 #include "support/test_peer.hpp"
 

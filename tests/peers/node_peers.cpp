@@ -10,8 +10,6 @@
 #include <map>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "support/cases.hpp"
 #include "support/eventually.hpp"
 #include "support/threads.hpp"

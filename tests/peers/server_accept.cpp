@@ -4,8 +4,6 @@
 // bootstrap runs beside the others'.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
