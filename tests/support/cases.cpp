@@ -20,6 +20,8 @@ std::string test_address()
     return a && *a ? a : "127.0.0.1";
 }
 
+std::string at(std::uint16_t port) { return fmt::format("{}:{}", test_address(), port); }
+
 std::vector<Case> matrix()
 {
     std::vector<Case> all = {
@@ -52,6 +54,12 @@ Options options_for(const Case& c, Options base)
     return base;
 }
 
+std::shared_ptr<Domain> domain_for(const Case& c, const Options& base)
+{
+    const auto sel = select(options_for(c, base));
+    return Domain::open(Fabric::open(sel.info()), sel.info());
+}
+
 std::optional<std::string> unavailable(const Case& c, const Options& base)
 {
     // select() is cheap but not free; remember answers per cell and mr_mode.
@@ -65,8 +73,7 @@ std::optional<std::string> unavailable(const Case& c, const Options& base)
     }
     std::optional<std::string> why;
     try {
-        auto sel = select(options_for(c, base));
-        auto domain = Domain::open(Fabric::open(sel.info()), sel.info());
+        auto domain = domain_for(c, base);
         // Forced mr_mode bits count as accepted only if registrations work too
         // (ofi_rxm keeps its core domain's own mode, so a forced PROV_KEY
         // makes every core registration ask for key 0).
@@ -90,14 +97,9 @@ Pair connect_pair(const Case& c, const Options& base)
 Pair connect_pair(Server& server, const Options& o)
 {
     auto accepted = std::async(std::launch::async, [&] { return server.accept(soon()); });
-    Options client_options = o;
-    client_options.provider.clear(); // the server decides
-    // Allowing shm where the server chose otherwise would be named on stderr.
-    client_options.allow_shm = server.selection().provider() == "shm";
     std::optional<Connection> client;
     try {
-        client.emplace(Connection::connect(fmt::format("{}:{}", test_address(), server.port()),
-                                           client_options, soon()));
+        client.emplace(Connection::connect(at(server.port()), client_options(server, o), soon()));
     } catch (const std::exception& e) {
         // Where the server failed too, both ends' view of the connection.
         std::string server_side;
@@ -113,21 +115,41 @@ Pair connect_pair(Server& server, const Options& o)
     return Pair{{}, accepted.get(), std::move(*client)};
 }
 
-void fill_pattern(std::span<std::byte> out, std::uint64_t seed)
-{
-    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (auto& b : out) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b = static_cast<std::byte>(x >> 24);
-    }
-}
-
 namespace {
 std::mutex graveyard_lock;
 std::vector<std::shared_ptr<void>>* graveyard = new std::vector<std::shared_ptr<void>>;
 } // namespace
+
+Peers peers_of(Node& hub, const Options& o, std::size_t n)
+{
+    Peers p;
+    for (std::size_t i = 0; i < n; ++i) {
+        p.nodes.push_back(Node::open_like(o, hub.address()));
+        p.ids.push_back(hub.add_peer(p.nodes.back()->address()));
+    }
+    return p;
+}
+
+Options client_options(const Server& server, Options o)
+{
+    o.provider.clear();
+    o.allow_shm = server.selection().provider() == "shm";
+    return o;
+}
+
+std::vector<RemoteRegion> exchange_all(const std::vector<Connection*>& ends,
+                                       const std::vector<RemoteRegion>& offers)
+{
+    std::vector<std::future<RemoteRegion>> learning;
+    for (std::size_t i = 0; i < ends.size(); ++i)
+        learning.push_back(std::async(std::launch::async, [end = ends[i], offer = offers.at(i)] {
+            return end->exchange(offer, soon());
+        }));
+    std::vector<RemoteRegion> learnt;
+    for (auto& f : learning)
+        learnt.push_back(f.get());
+    return learnt;
+}
 
 void bury(std::shared_ptr<void> p)
 {

@@ -33,7 +33,7 @@ inline std::shared_ptr<Store> served()
     return {both, &both->store};
 }
 
-/// Every store; etcd where an etcd can start here (tests/etcd_store.cpp says
+/// Every store; etcd where an etcd can start here (stores/etcd.cpp says
 /// when it cannot), each store under a fresh prefix of one shared etcd.
 inline const std::vector<Kind>& store_kinds()
 {

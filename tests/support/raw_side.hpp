@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The side channel's wire from the outside, for its tests: a raw TCP server
-// that runs a script on its first connection, hand-made frames (an oracle
-// written apart from src/side_wire.cpp), and the error a connect ends with.
+// The side channel's wire from the outside, for its tests: a listener whose
+// first channel a function serves, a raw TCP server that runs a script on its
+// first connection, hand-made frames (an oracle written apart from
+// src/side_wire.cpp), and the error a connect ends with.
 #pragma once
 
 #include <arpa/inet.h>
@@ -12,8 +13,10 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -26,6 +29,27 @@
 namespace weft::test {
 
 using namespace std::chrono_literals;
+
+/// A side channel listener on 127.0.0.1, and `serve(listener)` running on a
+/// thread of its own from the start (it accepts, with or without a secret);
+/// get() is what it returned, or rethrows what it threw.
+template <class R>
+class SideServer {
+public:
+    template <class F>
+    explicit SideServer(F serve)
+        : result_(std::async(std::launch::async, [this, serve] { return serve(listener_); }))
+    {
+    }
+    std::uint16_t port() const { return listener_.port(); }
+    R get() { return result_.get(); }
+
+private:
+    SideListener listener_{"127.0.0.1", 0};
+    std::future<R> result_; // last: serves once the listener exists
+};
+template <class F>
+SideServer(F) -> SideServer<std::invoke_result_t<F, SideListener&>>;
 
 /// A raw TCP server on 127.0.0.1 that runs `script` on the first connection.
 class RawServer {
@@ -61,20 +85,13 @@ private:
 
 inline void send_all(int fd, const void* p, std::size_t n) { (void)!::send(fd, p, n, MSG_NOSIGNAL); }
 
-inline std::string connect_error(std::uint16_t port, std::chrono::seconds d = 5s)
+/// What a side channel connect to 127.0.0.1:`port` (within `d`, holding
+/// `secret`) ends with: its error, or "(connected)".
+inline std::string connect_error(std::uint16_t port, std::chrono::seconds d = 5s,
+                                 const std::string& secret = {})
 {
     try {
-        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(d));
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(connected)";
-}
-
-inline std::string connect_error_with(std::uint16_t port, const std::string& secret)
-{
-    try {
-        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(5s), secret);
+        (void)SideChannel::connect("127.0.0.1", port, Deadline::after(d), secret);
     } catch (const Error& e) {
         return e.what();
     }

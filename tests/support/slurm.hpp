@@ -7,7 +7,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,7 +24,9 @@
 #include <fmt/format.h>
 
 #include "sockets.hpp"
-#include "spawn.hpp"
+#include "temp_dir.hpp"
+#include "eventually.hpp"
+#include "process.hpp"
 #include "weft/bootstrap.hpp"
 #include "weft/deadline.hpp"
 
@@ -38,13 +39,12 @@ public:
     static std::optional<std::string> unavailable()
     {
         // By name: srun and sinfo cannot even say --version without a config.
-        if (std::system("command -v munged slurmctld slurmd srun sinfo squeue scancel "
-                        "> /dev/null 2>&1") != 0)
+        if (!succeeds("command -v munged slurmctld slurmd srun sinfo squeue scancel"))
             return "no Slurm or munge here (Debian slurm-wlm, munge; ./weft.sh test installs "
                    "them)";
         try {
             const Slurm& s = shared();
-            const Spawned list = s.run({"srun", "--mpi=list"}, std::chrono::seconds(10), "mpi");
+            const Ran list = s.run({"srun", "--mpi=list"}, std::chrono::seconds(10), "mpi");
             if (list.output.find("pmix") == std::string::npos)
                 return "this Slurm has no PMIx plugin; srun --mpi=list says: " + list.output;
         } catch (const std::exception& e) {
@@ -64,12 +64,6 @@ public:
     /// node is idle; throws, with the daemons' output, when they do not come up.
     Slurm()
     {
-        std::string tmpl =
-            (std::filesystem::temp_directory_path() / "weft-slurm-XXXXXX").string();
-        if (!::mkdtemp(tmpl.data()))
-            throw std::runtime_error("mkdtemp");
-        dir_ = tmpl;
-        conf_ = dir_ + "/slurm.conf";
         try {
             start();
         } catch (...) {
@@ -83,24 +77,13 @@ public:
 
     /// Runs a client command of this cluster (srun, sinfo, ...) for at most
     /// `limit`, killed past it; the result holds its status and output.
-    Spawned run(std::vector<std::string> argv, std::chrono::seconds limit,
-                const std::string& tag) const
+    Ran run(std::vector<std::string> argv, std::chrono::seconds limit,
+            const std::string& tag) const
     {
-        Spawned p = spawn(std::move(argv), {"SLURM_CONF=" + conf_}, tag);
-        const bool ended = reap(p, Clock::now() + limit);
-        if (!ended) {
-            ::kill(p.pid, SIGKILL);
-            int st = 0;
-            (void)::waitpid(p.pid, &st, 0);
-            p.status = 128 + SIGKILL;
-        }
-        p.pid = -1;
-        p.output = read(p.log);
-        if (!ended)
-            p.output += fmt::format("\n(killed: still running after {} s)\n", limit.count());
-        std::error_code ec;
-        std::filesystem::remove(p.log, ec);
-        return p;
+        Ran r = test::run({std::move(argv), {"SLURM_CONF=" + conf_}}, limit, tag);
+        if (r.timed_out)
+            r.output += fmt::format("\n(killed: still running after {} s)\n", limit.count());
+        return r;
     }
 
 private:
@@ -116,38 +99,40 @@ private:
         const std::string key = dir_ + "/munge.key";
         write_key(key);
         const std::string socket = dir_ + "/munge.socket";
-        // Every daemon in the foreground, so that its pid is the one spawn()
-        // returns and its output is in the spawn log (munged's too).
-        munged_ = spawn({"munged", "--foreground", "--key-file=" + key, "--socket=" + socket,
-                         "--pid-file=" + dir_ + "/munged.pid", "--log-file=" + dir_ + "/munged.log",
-                         "--seed-file=" + dir_ + "/munged.seed"},
-                        {}, "munged");
-        const auto until = Clock::now() + std::chrono::seconds(30);
-        while (!std::filesystem::exists(socket)) {
-            check_running(munged_, "munged");
-            if (Clock::now() > until)
-                throw std::runtime_error("munged made no socket within 30 s: " + read(munged_.log));
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
+        // Every daemon in the foreground, so that its pid is the Process's
+        // and its output in the Process's log (munged's too).
+        munged_.emplace(Command{{"munged", "--foreground", "--key-file=" + key,
+                                 "--socket=" + socket, "--pid-file=" + dir_ + "/munged.pid",
+                                 "--log-file=" + dir_ + "/munged.log",
+                                 "--seed-file=" + dir_ + "/munged.seed"}},
+                        "munged");
+        const auto until = Deadline::after(std::chrono::seconds(30));
+        if (!eventually(until, [&] {
+                check_running(*munged_, "munged");
+                return std::filesystem::exists(socket);
+            }))
+            throw std::runtime_error("munged made no socket within 30 s: " + munged_->output());
 
         write_conf(socket);
         const std::vector<std::string> env = {"SLURM_CONF=" + conf_};
-        ctld_ = spawn({"slurmctld", "-D", "-i", "-f", conf_}, env, "slurmctld");
-        slurmd_ = spawn({"slurmd", "-D", "-f", conf_, "-N", host_}, env, "slurmd");
+        ctld_.emplace(Command{{"slurmctld", "-D", "-i", "-f", conf_}, env}, "slurmctld");
+        slurmd_.emplace(Command{{"slurmd", "-D", "-f", conf_, "-N", host_}, env}, "slurmd");
         // Ready once the controller answers and the node has registered.
-        for (;;) {
-            check_running(munged_, "munged");
-            check_running(ctld_, "slurmctld");
-            check_running(slurmd_, "slurmd");
-            const Spawned s = run({"sinfo", "-h", "-o", "%T"}, std::chrono::seconds(10), "sinfo");
-            if (s.status == 0 && s.output == "idle\n")
-                return;
-            if (Clock::now() > until)
-                throw std::runtime_error(fmt::format(
-                    "the node was not idle within 30 s; sinfo: {}; slurmctld: {}; slurmd: {}",
-                    s.output, read(ctld_.log), read(slurmd_.log)));
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
+        Ran s;
+        const bool idle = eventually(
+            until,
+            [&] {
+                check_running(*munged_, "munged");
+                check_running(*ctld_, "slurmctld");
+                check_running(*slurmd_, "slurmd");
+                s = run({"sinfo", "-h", "-o", "%T"}, std::chrono::seconds(10), "sinfo");
+                return s.status == 0 && s.output == "idle\n";
+            },
+            [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+        if (!idle)
+            throw std::runtime_error(fmt::format(
+                "the node was not idle within 30 s; sinfo: {}; slurmctld: {}; slurmd: {}",
+                s.output, ctld_->output(), slurmd_->output()));
     }
 
     static void write_key(const std::string& path)
@@ -172,10 +157,6 @@ private:
         ::gethostname(name, sizeof name - 1);
         host_ = name;
         host_ = host_.substr(0, host_.find('.')); // slurmctld knows itself by the short name
-        const auto free_port = [] {
-            const SideListener probe("127.0.0.1", 0);
-            return probe.port();
-        };
         std::ofstream f(conf_);
         // No cgroup.conf: 22.05 refuses CgroupPlugin=disabled, and linuxproc
         // with task/none need none. CPUs=1: a node may have more than its
@@ -211,36 +192,12 @@ private:
             throw std::runtime_error("cannot write " + conf_);
     }
 
-    /// Waits until `p` ends or `until`; true (and its status) when it ended.
-    static bool reap(Spawned& p, Clock::time_point until)
+    /// Throws, with its output, if daemon `d` has ended.
+    static void check_running(Process& d, const char* name)
     {
-        for (;;) {
-            int st = 0;
-            if (::waitpid(p.pid, &st, WNOHANG) == p.pid) {
-                p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                return true;
-            }
-            if (Clock::now() > until)
-                return false;
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-    }
-
-    static void check_running(Spawned& d, const char* name)
-    {
-        if (d.pid > 0 && reap(d, Clock::now())) {
-            d.pid = -1;
-            throw std::runtime_error(fmt::format("{} exited at start (status {}): {}", name,
-                                                 d.status, read(d.log)));
-        }
-    }
-
-    static std::string read(const std::string& path)
-    {
-        std::ifstream f(path);
-        std::stringstream text;
-        text << f.rdbuf();
-        return text.str();
+        if (d.wait_until(Clock::now()))
+            throw std::runtime_error(
+                fmt::format("{} exited at start (status {}): {}", name, d.status(), d.output()));
     }
 
     /// Cancels what is still queued or running (a job whose srun was killed
@@ -250,7 +207,7 @@ private:
         try {
             const auto until = Clock::now() + std::chrono::seconds(15);
             for (bool asked = false;;) {
-                const Spawned q =
+                const Ran q =
                     run({"squeue", "-h", "-o", "%i"}, std::chrono::seconds(10), "squeue");
                 std::istringstream ids(q.output);
                 std::vector<std::string> argv = {"scancel"};
@@ -267,42 +224,33 @@ private:
         }
     }
 
+    static bool running(const std::optional<Process>& d) { return d && d->pid() > 0; }
+
     /// Ends a daemon: SIGTERM, then SIGKILL if it is still there after 15 s.
-    static void stop(Spawned& d) noexcept
+    static void stop(std::optional<Process>& d) noexcept
     {
-        if (d.pid > 0) {
-            ::kill(d.pid, SIGTERM);
-            if (!reap(d, Clock::now() + std::chrono::seconds(15))) {
-                ::kill(d.pid, SIGKILL);
-                int st = 0;
-                (void)::waitpid(d.pid, &st, 0);
-            }
-            d.pid = -1;
-        }
-        std::error_code ec;
-        if (!d.log.empty())
-            std::filesystem::remove(d.log, ec);
+        if (running(d))
+            d->stop(std::chrono::seconds(15));
     }
 
     void stop_all() noexcept
     {
-        if (ctld_.pid > 0 && slurmd_.pid > 0)
+        if (running(ctld_) && running(slurmd_))
             cancel_jobs();
         // Both Slurm daemons take about a second to end: let them end together.
-        if (slurmd_.pid > 0)
-            ::kill(slurmd_.pid, SIGTERM);
+        if (running(slurmd_))
+            slurmd_->signal(SIGTERM);
         stop(ctld_);
         stop(slurmd_);
         stop(munged_);
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
     }
 
-    Spawned munged_;
-    Spawned ctld_;
-    Spawned slurmd_;
-    std::string dir_;
-    std::string conf_;
+    TempDir scratch_{"weft-slurm"}; // first: removed once the daemons are gone
+    const std::string dir_ = scratch_.path;
+    const std::string conf_ = dir_ + "/slurm.conf";
+    std::optional<Process> munged_;
+    std::optional<Process> ctld_;
+    std::optional<Process> slurmd_;
     std::string host_;
 };
 

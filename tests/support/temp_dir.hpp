@@ -13,9 +13,10 @@ namespace weft::test {
 
 struct TempDir {
     std::string path;
-    TempDir()
+    /// A directory named `prefix` and a random suffix.
+    explicit TempDir(const std::string& prefix = "weft-store")
     {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "weft-store-XXXXXX").string();
+        std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
         if (::mkdtemp(tmpl.data()) == nullptr)
             throw std::runtime_error("mkdtemp " + tmpl + " failed");
         path = tmpl;

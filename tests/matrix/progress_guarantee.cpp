@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// The progress guarantee: a passive RMA target never stalls the initiator.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+
+#include "support/cases.hpp"
+
+using namespace weft;
+using weft::test::soon;
+using namespace std::chrono_literals;
+
+TEST_CASE("progress: a passive target never stalls the initiator", "[matrix][progress]")
+{
+    WEFT_EACH_CELL(c);
+    auto p = test::connect_pair(c); // Progress::automatic
+    auto [target, remote, src, back] = p.rma(1 << 16);
+    int ctx = 0;
+    // From here on nobody touches the server's endpoint.
+    for (int i = 0; i < 30; ++i) {
+        const std::size_t n = 1024u << (i % 6);
+        test::fill_pattern(src->bytes(), static_cast<std::uint64_t>(i));
+        p.client.write(src->slice(0, n), remote, 0, &ctx);
+        (void)p.client.endpoint().wait(&ctx, soon());
+        p.client.read(back->slice(0, n), remote, 0, &ctx);
+        (void)p.client.endpoint().wait(&ctx, soon());
+        REQUIRE(std::memcmp(back->data(), src->data(), n) == 0);
+    }
+    Endpoint& passive = p.server.endpoint();
+    if (passive.quirks().target_needs_progress) {
+        CHECK(passive.progress_thread());
+        CHECK(passive.progress_drives() > 0);
+    } else {
+        CHECK_FALSE(passive.progress_thread());
+    }
+}
+
+TEST_CASE("progress: without anyone driving it, a passive target stalls (control)", "[progress]")
+{
+    // Proves the guarantee above is not vacuous: on tcp, tcp;ofi_rxm and net,
+    // an unpolled target with Progress::polling never answers a read.
+    const auto c = GENERATE(test::Case{"tcp", EndpointKind::msg},
+                            test::Case{"tcp;ofi_rxm", EndpointKind::rdm},
+                            test::Case{"net", EndpointKind::rdm});
+    Options o;
+    o.progress = Progress::polling;
+    WEFT_REQUIRE_CELL(c, o);
+    INFO(c.label());
+    auto p = test::connect_pair(c, o);
+    CHECK_FALSE(p.server.endpoint().progress_thread());
+    auto target = p.expose(4096, Access::remote_read);
+    auto sink = p.client.allocate(4096, Access::local);
+    int ctx = 0;
+    p.client.endpoint().set_post_timeout(2s);
+    bool posted = false;
+    try {
+        // RDM endpoints connect on first use: the post itself waits for a target
+        // that never answers.
+        p.client.read(sink->all(), target->remote(), 0, &ctx);
+        posted = true;
+        (void)p.client.endpoint().wait(&ctx, Deadline::after(2s));
+        FAIL("the read completed without any progress at the target");
+    } catch (const TimeoutError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("progress thread") && Catch::Contains("poll"));
+    }
+    // Once the target polls, the (re-posted) read completes.
+    test::Target target_poller([&](const std::atomic<bool>& stop) {
+        while (!stop)
+            (void)p.server.endpoint().poll_one();
+    });
+    p.client.endpoint().set_post_timeout(20s);
+    if (!posted)
+        p.client.read(sink->all(), target->remote(), 0, &ctx);
+    CHECK(p.client.endpoint().wait(&ctx, soon()).context == &ctx);
+    CHECK(target_poller.finish().empty());
+}
+
+TEST_CASE("progress: Progress::thread runs one on any provider", "[progress]")
+{
+    test::Case c{"sockets", EndpointKind::msg};
+    Options o;
+    o.progress = Progress::thread;
+    WEFT_REQUIRE_CELL(c, o);
+    auto p = test::connect_pair(c, o);
+    CHECK(p.server.endpoint().progress_thread());
+    CHECK(p.server.selection().report().find("weft progress thread") != std::string::npos);
+    auto target = p.expose(4096, Access::remote_read);
+    auto sink = p.client.allocate(4096, Access::local);
+    int ctx = 0;
+    p.client.read(sink->all(), target->remote(), 0, &ctx);
+    CHECK(p.client.endpoint().wait(&ctx, soon()).op == Op::read);
+}

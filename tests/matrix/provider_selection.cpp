@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// Provider choice: the order, the overrides, and the report printed every run.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "support/cases.hpp"
+#include "support/process.hpp"
+
+using namespace weft;
+
+namespace {
+
+struct EnvGuard {
+    explicit EnvGuard(const char* name, const char* value) : name_(name)
+    {
+        if (const char* old = std::getenv(name))
+            old_ = old;
+        ::setenv(name, value, 1);
+    }
+    ~EnvGuard()
+    {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+} // namespace
+
+TEST_CASE("select: this machine has a non-RDMA baseline (tcp or shm)", "[select]")
+{
+    const bool tcp = !test::unavailable({"tcp", EndpointKind::msg});
+    const bool shm = !test::unavailable({"shm", EndpointKind::rdm});
+    INFO("the provider matrix needs tcp or shm to run at all");
+    REQUIRE((tcp || shm));
+}
+
+TEST_CASE("select: the automatic choice explains itself", "[select]")
+{
+    Options o;
+    o.node = test::test_address();
+    const Selection s = select(o);
+    const std::string r = s.report();
+    CHECK_THAT(r, Catch::Contains("weft: provider ") && Catch::Contains("why:") &&
+                      Catch::Contains("caps:") && Catch::Contains("progress:"));
+    if (!s.rdma()) {
+        CHECK(s.fell_back());
+        CHECK_THAT(r, Catch::Contains("not verbs:") && Catch::Contains("FALLBACK"));
+        CHECK_THAT(r, Catch::Contains("not shm: peers not known to share this host"));
+    }
+}
+
+TEST_CASE("select: shm when the caller allows it", "[select]")
+{
+    if (test::unavailable({"shm", EndpointKind::rdm}))
+        return;
+    Options o;
+    o.allow_shm = true;
+    const Selection s = select(o);
+    CHECK(s.provider() == "shm");
+    CHECK(s.kind() == EndpointKind::rdm);
+}
+
+TEST_CASE("select: WEFT_PROVIDER and Options::provider override the order", "[select]")
+{
+    if (test::unavailable({"sockets", EndpointKind::msg}))
+        return;
+    EnvGuard env("WEFT_PROVIDER", "sockets");
+    Selection s = select();
+    CHECK(s.provider() == "sockets");
+    CHECK_THAT(s.reason(), Catch::Contains("WEFT_PROVIDER=sockets"));
+    Options o;
+    o.provider = "tcp";
+    s = select(o);
+    CHECK(s.provider() == "tcp");
+    CHECK_THAT(s.reason(), Catch::Contains("Options::provider"));
+}
+
+TEST_CASE("select: FI_PROVIDER is respected and named", "[select]")
+{
+    // libfabric reads FI_PROVIDER once per process: ask a fresh one.
+    const std::string out =
+        test::run({{WEFT_CLI_PATH, "pingpong", "--max-size", "8", "--budget-ms", "10"},
+                   {"FI_PROVIDER=sockets"}})
+            .output;
+    CHECK_THAT(out, Catch::Contains("weft: provider sockets") &&
+                        Catch::Contains("FI_PROVIDER=sockets is set"));
+    CHECK_THAT(out, Catch::Contains("bytes") && Catch::Contains("usec/xfer"));
+}

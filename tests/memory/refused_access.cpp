@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+// Access a region does not grant is refused by the provider, on every cell: a
+// revoked region, a read-only region's descriptor forged writable, a guessed
+// key. Where a provider cannot refuse (its Quirks say so), the test says so.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/cases.hpp"
+
+using namespace weft;
+using weft::test::all_equal;
+using weft::test::soon;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Posts a write the target should refuse, then a read of `fence` (which
+/// completes only after the write was handled: read-after-write). True when
+/// either reported an error; a provider that drops refused RMA silently
+/// (Quirks::remote_errors_silent) may report nothing.
+bool refused(test::Pair& p, const std::function<void(void*)>& post, const RemoteRegion& fence)
+{
+    Endpoint& ep = p.client.endpoint();
+    const bool silent = ep.quirks().remote_errors_silent;
+    // Outlives the connection: when the write's error surfaces first, the
+    // fence read may still be in flight (sockets lands it later, measured).
+    auto sink = p.exposed.emplace_back(p.client.allocate(64, Access::remote_write));
+    int ctx = 0;
+    try {
+        post(&ctx);
+        (void)ep.wait(&ctx, silent ? Deadline::after(2s) : soon());
+        p.client.read(sink->slice(0, 8), fence, 0, &ctx);
+        (void)ep.wait(&ctx, silent ? Deadline::after(2s) : soon());
+        // sockets reports the refusal after the fence's own completion (its
+        // write completes on send, the error comes back on its own): allow it
+        // a moment to arrive.
+        for (const auto until = Clock::now() + 2s; Clock::now() < until;)
+            (void)ep.poll_one();
+    } catch (const TimeoutError& e) {
+        if (!silent)
+            FAIL("hung instead of reporting: " << e.what());
+        return false;
+    } catch (const Error& e) {
+        INFO("reported: " << e.what());
+        CHECK(e.code() < 0);
+        return true;
+    }
+    return false;
+}
+
+/// What a cell must do with a refused access: report it, unless its traits
+/// say it cannot (and then the test says so visibly).
+void expect_refused(test::Pair& p, const std::function<void(void*)>& post, const RemoteRegion& fence,
+                    const std::byte* victim, std::size_t n, std::byte original, const std::string& what)
+{
+    INFO(what);
+    const Quirks& q = p.client.endpoint().quirks();
+    const bool reported = refused(p, post, fence);
+    if (q.read_only_unenforced && what == "a write to a read-only region") {
+        WARN(p.client.selection().provider() << ": " << what
+                                             << " lands (Quirks::read_only_unenforced)");
+        return;
+    }
+    if (q.keys_unchecked) {
+        WARN(p.client.selection().provider() << ": " << what
+                                             << " is not refused (Quirks::keys_unchecked)");
+        return;
+    }
+    if (q.remote_errors_silent && !reported)
+        WARN(p.client.selection().provider()
+             << ": " << what << " was refused silently (Quirks::remote_errors_silent)");
+    else
+        CHECK(reported);
+    CHECK(all_equal(victim, n, original));
+}
+
+} // namespace
+
+TEST_CASE("misuse: a revoked region refuses local use and remote access", "[matrix][edges][revoke]")
+{
+    WEFT_EACH_CELL(c);
+    auto p = test::connect_pair(c);
+    std::vector<std::byte> memory(4096, std::byte{0x33});
+    auto target = p.server.register_memory(memory, Access::remote_read_write);
+    const RemoteRegion remote = target->remote();
+    auto fence = p.expose(64, Access::remote_read);
+    auto src = p.exposed.emplace_back(p.client.allocate(4096, Access::remote_write));
+    std::memset(src->data(), 0x44, 4096);
+    int ctx = 0;
+    // Works before revocation (the read orders after the write).
+    p.client.write(src->slice(0, 8), remote, 0, &ctx);
+    (void)p.client.endpoint().wait(&ctx, soon());
+    p.client.read(src->slice(64, 8), remote, 0, &ctx);
+    (void)p.client.endpoint().wait(&ctx, soon());
+    REQUIRE(memory[0] == std::byte{0x44});
+    std::fill(memory.begin(), memory.end(), std::byte{0x33});
+
+    CHECK(target->revoke());
+    CHECK(target->revoked());
+    CHECK_FALSE(target->revoke()); // twice: a no-op, says so
+    CHECK_THROWS_WITH(target->remote(), Catch::Contains("revoked"));
+    CHECK_THROWS_WITH(target->slice(0, 8), Catch::Contains("revoked"));
+    CHECK_THROWS_AS(target->all(), UsageError);
+
+    // The peer still holds the old descriptor: the provider must refuse it.
+    expect_refused(
+        p, [&](void* x) { p.client.write(src->slice(0, 64), remote, 0, x); }, fence->remote(),
+        memory.data(), memory.size(), std::byte{0x33}, "a write to a revoked region");
+}
+
+TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
+          "[matrix][edges][privilege]")
+{
+    WEFT_EACH_CELL(c);
+    auto p = test::connect_pair(c);
+    auto target = p.expose(4096, Access::remote_read);
+    std::memset(target->data(), 0x33, 4096);
+    const RemoteRegion honest = target->remote();
+    REQUIRE_FALSE(honest.is_writable());
+    auto src = p.exposed.emplace_back(p.client.allocate(4096, Access::local));
+    std::memset(src->data(), 0x44, 4096);
+    int ctx = 0;
+    auto fence = p.expose(64, Access::remote_read);
+
+    // weft refuses the honest descriptor itself...
+    CHECK_THROWS_AS(p.client.write(src->slice(0, 8), honest, 0, &ctx), UsageError);
+    // ...and a peer that forges the writable bit or the key meets the provider.
+    SECTION("the writable bit forged")
+    {
+        const RemoteRegion forged(honest.base(), honest.length(), honest.key(),
+                                  honest.flags() | RemoteRegion::writable);
+        expect_refused(
+            p, [&](void* x) { p.client.write(src->slice(0, 64), forged, 0, x); }, fence->remote(),
+            target->data(), 4096, std::byte{0x33}, "a write to a read-only region");
+    }
+    SECTION("a guessed key")
+    {
+        auto writable = p.expose(4096, Access::remote_read_write);
+        std::memset(writable->data(), 0x33, 4096);
+        const RemoteRegion w = writable->remote();
+        const RemoteRegion forged(w.base(), w.length(), w.key() + 1, w.flags());
+        expect_refused(
+            p, [&](void* x) { p.client.write(src->slice(0, 64), forged, 0, x); }, fence->remote(),
+            writable->data(), 4096, std::byte{0x33}, "a write with a wrong key");
+    }
+}
