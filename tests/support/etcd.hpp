@@ -6,19 +6,17 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
-#include <vector>
+#include <thread>
 
 #include <fmt/format.h>
 
-#include "sockets.hpp"
-#include "temp_dir.hpp"
 #include "eventually.hpp"
 #include "process.hpp"
-#include "weft/bootstrap.hpp"
+#include "sockets.hpp"
+#include "temp_dir.hpp"
 
 namespace weft::test {
 

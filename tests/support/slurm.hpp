@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -23,11 +22,10 @@
 
 #include <fmt/format.h>
 
-#include "sockets.hpp"
-#include "temp_dir.hpp"
 #include "eventually.hpp"
 #include "process.hpp"
-#include "weft/bootstrap.hpp"
+#include "sockets.hpp"
+#include "temp_dir.hpp"
 #include "weft/deadline.hpp"
 
 namespace weft::test {
