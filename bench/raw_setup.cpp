@@ -51,18 +51,12 @@ RawEnd::~RawEnd()
 void RawEnd::serve_setup(const std::string& host)
 {
     path_ = cfg_.provider.empty() ? "tcp" : cfg_.provider;
-    if (cfg_.kind) {
-        msg_ = *cfg_.kind == EndpointKind::msg;
-        getinfo(host, nullptr, 0);
-    } else {
-        msg_ = path_.find(';') == std::string::npos; // "tcp;ofi_rxm" names an RDM path
-        if (!try_getinfo(host, nullptr, 0) && msg_) {
-            msg_ = false;
-            getinfo(host, nullptr, 0);
-        } else if (!info_) {
-            getinfo(host, nullptr, 0); // says why
-        }
-    }
+    // "tcp;ofi_rxm" names an RDM path; a core provider without MSG endpoints runs RDM.
+    msg_ = cfg_.kind ? *cfg_.kind == EndpointKind::msg : path_.find(';') == std::string::npos;
+    if (!cfg_.kind && msg_ && !try_getinfo(host, nullptr, 0))
+        msg_ = false;
+    if (!info_)
+        getinfo(host, nullptr, 0); // throws saying why when there is none
     path_ = info_->fabric_attr->prov_name; // "tcp;ofi_rxm" where "tcp" + RDM asked for it
     open_common();
     std::vector<std::byte> name(256);

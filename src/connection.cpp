@@ -4,8 +4,6 @@
 // provider for that address, adds the server's Node as a peer and connects to
 // it (MSG, presenting the token), sends its own Node's address in `ready`, and
 // the server confirms with `ready` once it has the client as a peer.
-#include "side_wire.hpp"
-#include "socket.hpp"
 #include "weft/connection.hpp"
 
 #include <array>
@@ -15,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "side_wire.hpp"
+#include "socket.hpp"
 #include "traits.hpp"
 #include "weft/error.hpp"
 #include "offer.hpp"

@@ -2,7 +2,6 @@
 // Group::from_environment: the store the job was launched with (PMIx under
 // mpirun or srun, etcd or a TCP store from weft's variables, else a group of
 // one), and which one, printed.
-#include "socket.hpp"
 #include "weft/group.hpp"
 
 #include <charconv>
@@ -14,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "socket.hpp"
 #include "weft/error.hpp"
 #include "weft/etcd_store.hpp"
 #include "weft/pmix_store.hpp"

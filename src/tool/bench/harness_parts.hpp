@@ -10,7 +10,7 @@
 
 #include "harness.hpp"
 
-namespace weft::bench::detail {
+namespace weft::bench::parts {
 
 bool is_latency(Pattern p);
 std::vector<std::size_t> default_sizes(Pattern p);
@@ -43,4 +43,4 @@ int run_forked(const Config& cfg, std::size_t listeners,
                const std::function<void(std::vector<SideListener>&)>& serve,
                const std::function<int(const std::vector<std::string>& host_ports)>& drive);
 
-} // namespace weft::bench::detail
+} // namespace weft::bench::parts

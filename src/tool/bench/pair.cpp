@@ -16,7 +16,7 @@
 namespace weft::bench {
 namespace {
 
-using namespace detail;
+using namespace parts;
 
 /// The server half of a pair: serves whichever end's client sent a plan, until
 /// both said they are done.

@@ -34,7 +34,7 @@ constexpr std::pair<Pattern, std::string_view> names[] = {
 
 } // namespace
 
-namespace detail {
+namespace parts {
 
 bool is_latency(Pattern p)
 {
@@ -78,7 +78,7 @@ int transfers_per_iteration(Pattern p)
     return p == Pattern::lat_write || p == Pattern::lat_notify ? 2 : 1;
 }
 
-} // namespace detail
+} // namespace parts
 
 std::string_view to_string(Pattern p) noexcept
 {
@@ -119,12 +119,11 @@ Plan receive_plan(SideChannel& side, Deadline deadline)
 {
     const auto b = side.receive(deadline);
     wire::Reader r(b, "benchmark plan", "weft bench");
-    Plan plan{};
     const auto pattern = r.u64();
     if (pattern > static_cast<std::uint64_t>(Pattern::pool))
         throw std::runtime_error("the benchmark client asked for an unknown pattern: it is not "
                                  "this version of the benchmark");
-    plan = {static_cast<Pattern>(pattern), r.u64(), r.u64(), r.u64()};
+    const Plan plan{static_cast<Pattern>(pattern), r.u64(), r.u64(), r.u64()};
     r.finish();
     return plan;
 }

@@ -17,7 +17,7 @@
 
 #include "harness_parts.hpp"
 
-namespace weft::bench::detail {
+namespace weft::bench::parts {
 namespace {
 
 /// A size as an axis label: 8, 512, 1K, 1.5K, 64K, 4M, 1G.
@@ -150,4 +150,4 @@ std::string plot_terminal_for(const std::string& path)
                            path, ext, known->second.front(), can));
 }
 
-} // namespace weft::bench::detail
+} // namespace weft::bench::parts

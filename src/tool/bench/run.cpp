@@ -18,7 +18,7 @@ namespace weft::bench {
 namespace {
 
 using namespace std::chrono;
-using namespace detail;
+using namespace parts;
 
 /// The q-quantile (nearest rank, as perftest reports) of sorted values.
 double nearest_rank(const std::vector<double>& sorted, double q)
@@ -120,7 +120,7 @@ int client(const Config& cfg, End& end, const std::string& label)
     return 0;
 }
 
-void server(const Config& cfg, End& end)
+void server(End& end)
 {
     for (;;) {
         const Plan plan = receive_plan(end.side(), Deadline::after(std::chrono::hours(1)));
@@ -128,7 +128,6 @@ void server(const Config& cfg, End& end)
             return;
         end.serve(plan);
     }
-    (void)cfg;
 }
 
 int run_both(const Config& cfg, const Factory& factory)
@@ -137,7 +136,7 @@ int run_both(const Config& cfg, const Factory& factory)
         cfg, 1,
         [&](std::vector<SideListener>& listeners) {
             auto end = factory.accept(cfg, listeners[0]);
-            server(cfg, *end);
+            server(*end);
         },
         [&](const std::vector<std::string>& host_ports) {
             auto end = factory.connect(cfg, host_ports[0]);
@@ -147,7 +146,7 @@ int run_both(const Config& cfg, const Factory& factory)
 
 } // namespace
 
-namespace detail {
+namespace parts {
 
 std::uint64_t fit_budget(const Config& cfg, std::size_t size, std::initializer_list<End*> ends)
 {
@@ -195,7 +194,7 @@ int run_forked(const Config& cfg, std::size_t listeners,
         drive);
 }
 
-} // namespace detail
+} // namespace parts
 
 void add_options(CLI::App& app, Config& cfg)
 {
@@ -277,7 +276,7 @@ int run(const Config& cfg, const Factory& factory)
                                                 : cfg.server);
         SideListener listener(host, port);
         auto end = factory.accept(cfg, listener);
-        server(cfg, *end);
+        server(*end);
         return 0;
     }
     if (!cfg.connect.empty()) {
