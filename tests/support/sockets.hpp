@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -19,9 +21,30 @@
 namespace weft::test {
 
 /// A TCP port free at `address` just now (nothing listens there once this
-/// returns): for a server a test starts later, or for nobody at all.
+/// returns): for a server a test starts later, or for nobody at all. Drawn
+/// below the kernel's ephemeral range (ip_local_port_range), so that no
+/// outgoing connection of a test running beside this one can take it as its
+/// local port before the server binds it (port 0 would hand out one of those).
 inline std::uint16_t free_port(const std::string& address = "127.0.0.1")
 {
+    unsigned ephemeral_low = 32768;
+    if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+        if (std::fscanf(f, "%u", &ephemeral_low) != 1)
+            ephemeral_low = 32768;
+        std::fclose(f);
+    }
+    const unsigned low = 10000;
+    const unsigned high = ephemeral_low > low + 1000 ? ephemeral_low - 1 : 32767;
+    std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+    std::uniform_int_distribution<unsigned> in_range(low, high);
+    for (int tries = 0; tries < 200; ++tries) {
+        try {
+            const SideListener probe(address, static_cast<std::uint16_t>(in_range(pick)));
+            return probe.port();
+        } catch (const std::exception&) {
+            // taken: draw another
+        }
+    }
     const SideListener probe(address, 0);
     return probe.port();
 }
