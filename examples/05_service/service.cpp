@@ -11,7 +11,6 @@
 #include <functional>
 #include <iostream>
 #include <map>
-#include <span>
 #include <string>
 #include <thread>
 
@@ -43,20 +42,18 @@ static int serve(weft::EtcdStore& store, std::chrono::seconds length)
     std::map<std::uint32_t, Member> members; // by PeerId index: a notification's peer
     int wrong = 0;
     const auto take = [&] { // the notifications here now: check the block each names
-        weft::Completion got[16]; // a poll that read only weft's own entries returns 0: read 16
-        while (const std::size_t n = node->poll(got))
-            for (const weft::Completion& c : std::span(got, n)) {
-                if (c.op != weft::Op::notify)
-                    continue;
-                const auto m = members.find(c.peer.index); // none: not a member (any more)
-                const std::string who = m == members.end() ? "?" : m->second.name;
-                bool ok = m != members.end() && c.data < blocks_max;
-                for (std::size_t i = 0; ok && i < block; ++i)
-                    ok = m->second.inbox->data()[c.data * block + i] == expected(who, c.data, i);
-                wrong += !ok;
-                std::cout << "member " << who << ": block " << c.data
-                          << (ok ? " verified" : " WRONG") << std::endl;
-            }
+        while (const auto c = node->poll_one()) {
+            if (c->op != weft::Op::notify)
+                continue;
+            const auto m = members.find(c->peer.index); // none: not a member (any more)
+            const std::string who = m == members.end() ? "?" : m->second.name;
+            bool ok = m != members.end() && c->data < blocks_max;
+            for (std::size_t i = 0; ok && i < block; ++i)
+                ok = m->second.inbox->data()[c->data * block + i] == expected(who, c->data, i);
+            wrong += !ok;
+            std::cout << "member " << who << ": block " << c->data
+                      << (ok ? " verified" : " WRONG") << std::endl;
+        }
     };
     for (const auto end = weft::Deadline::after(length); !stopping && !end.expired();) {
         take();

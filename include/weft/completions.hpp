@@ -239,6 +239,8 @@ private:
     std::size_t absorb(const Error& e);
 
     static constexpr std::size_t poll_batch = 16;
+    /// Reads of weft's own entries only that one drain() goes on through.
+    static constexpr int max_internal_reads = 4096;
     /// Waits read the clock once per this many + 1 empty polls, about 0.1 ms
     /// of fast polls between checks: a clock read is a system call where the
     /// clock source has no vDSO (the lab's TCG guest; QUIRKS.md has the costs).
@@ -268,7 +270,12 @@ private:
     std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
     template <bool Sources, class Accept>
     std::optional<Completion> spin(Accept& accept, Deadline deadline);
+    /// The caller's completions in the queue now (0: none there), weft's
+    /// own entries handled on the way.
     std::size_t drain(std::span<Completion> out);
+    /// One read of the queue: its entries (`n`, absorbed errors not counted)
+    /// and, returned, how many of them were the caller's.
+    std::size_t read_batch(std::span<Completion> out, std::size_t& n);
     std::size_t translate_all(const fi_cq_data_entry* entries, std::size_t n,
                               std::span<Completion> out);
     std::size_t lend(std::span<const Completion> taken);
@@ -296,6 +303,7 @@ private:
     std::vector<std::uint32_t> free_blocks_;
     std::vector<std::uint32_t> quarantine_; // freed, reused once the queue was seen empty
     bool absorbed_ = false;                 // absorb() took an entry since drain() last looked
+    std::uint64_t absorptions_ = 0;         // entries absorb() took, ever
     std::size_t block_ = 0;                // tags per endpoint
     std::uintptr_t tags_lo_ = 0;
     std::uintptr_t tags_span_ = 0;

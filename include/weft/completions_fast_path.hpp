@@ -15,12 +15,17 @@ namespace weft {
 inline std::size_t Completions::poll(std::span<Completion> out)
 {
     // Nothing held back: read the queue straight; an empty queue (a spinning
-    // poller's usual answer) costs one compare more than fi_cq_read.
+    // poller's usual answer) costs two compares more than fi_cq_read.
     if (deferred_.empty() && plain() && !out.empty()) [[likely]] {
         activity_.note();
         std::array<fi_cq_data_entry, poll_batch> entries;
+        const std::uint64_t absorbed_before = absorptions_;
         const std::size_t n = read_cq(entries.data(), std::min(poll_batch, out.size()));
-        return n == 0 ? 0 : take_entries(entries.data(), n, out);
+        if (n == 0 && absorptions_ == absorbed_before) [[likely]]
+            return 0;
+        if (const std::size_t m = take_entries(entries.data(), n, out))
+            return m;
+        // Only weft's own entries: the caller's may be right behind them.
     }
     return poll_slow(out);
 }
