@@ -270,6 +270,13 @@ Peer Node::fabric_peer(PeerId peer)
     return Peer{route(peer, "Node::fabric_peer").addr};
 }
 
+void Node::flush(PeerId peer, const RemoteRegion& readable, Deadline deadline)
+{
+    const Use use(*this, "Node::flush");
+    const Route& r = route(peer, "Node::flush");
+    r.ep->flush(readable, Peer{r.addr}, deadline);
+}
+
 // ---- memory ----
 
 std::shared_ptr<MemoryRegion> Node::allocate(std::size_t size, Access access, Placement placement)

@@ -153,6 +153,10 @@ public:
     /// when MSG), for Endpoint's other calls (writev, atomics, flush...).
     Endpoint& endpoint(PeerId peer);
     Peer fabric_peer(PeerId peer);
+    /// Returns once every write to `peer` before it, and its notification, is
+    /// at the peer (Endpoint::flush: a read of `readable`, a region of the
+    /// peer's with remote read, ordered behind them).
+    void flush(PeerId peer, const RemoteRegion& readable, Deadline deadline);
 
     // ---- completions (Completion::peer names the peer of a notification or message) ----
     std::size_t poll(std::span<Completion> out);

@@ -19,6 +19,7 @@
 #include "weft/group.hpp"
 #include "weft/info.hpp"
 #include "weft/listener.hpp"
+#include "weft/members.hpp"
 #include "weft/memory_region.hpp"
 #include "weft/node.hpp"
 #include "weft/node_address.hpp"

@@ -29,12 +29,12 @@ TEST_CASE("service on etcd: members join, one is killed and its lease expires, a
     const std::vector<std::string> env{
         fmt::format("WEFT_ETCD={}", weft::test::Etcd::shared().endpoint()),
         fmt::format("WEFT_SERVICE=test-{}", ::getpid())};
-    Process service(Command{{WEFT_SERVICE_EXAMPLE_PATH, "serve", "120"}, env}, "service");
+    Process service(Command{{WEFT_SERVICE_EXAMPLE_PATH}, env}, "service");
     REQUIRE(service.wait_for_output("serving on", 30s));
 
     std::vector<Process> stay; // members that stay until killed
-    stay.emplace_back(Command{{WEFT_SERVICE_EXAMPLE_PATH, "join", "a", "3", "stay"}, env}, "a");
-    stay.emplace_back(Command{{WEFT_SERVICE_EXAMPLE_PATH, "join", "b", "5", "stay"}, env}, "b");
+    stay.emplace_back(Command{{WEFT_MEMBER_EXAMPLE_PATH, "a", "3", "stay"}, env}, "a");
+    stay.emplace_back(Command{{WEFT_MEMBER_EXAMPLE_PATH, "b", "5", "stay"}, env}, "b");
     for (const Process& m : stay)
         CHECK(m.wait_for_output("READY", 60s));
     CHECK(service.wait_for_output("member a: block 2 verified", 10s));
@@ -47,7 +47,7 @@ TEST_CASE("service on etcd: members join, one is killed and its lease expires, a
     CHECK(weft::Clock::now() - killed < 5s);
 
     // A member that joins late, writes and leaves (its lease revoked at once).
-    const auto late = weft::test::run({{WEFT_SERVICE_EXAMPLE_PATH, "join", "c", "4"}, env}, 180s, "c");
+    const auto late = weft::test::run({{WEFT_MEMBER_EXAMPLE_PATH, "c", "4"}, env}, 180s, "c");
     INFO("member c printed:\n" << late.output);
     CHECK(late.status == 0);
     CHECK(service.wait_for_output("member c: block 3 verified", 10s));
