@@ -18,17 +18,6 @@ namespace {
 constexpr std::array<std::byte, 4> magic = {std::byte{'W'}, std::byte{'F'}, std::byte{'R'},
                                             std::byte{'R'}};
 
-constexpr auto crc_table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-        std::uint32_t c = i;
-        for (int k = 0; k < 8; ++k)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        t[i] = c;
-    }
-    return t;
-}();
-
 [[noreturn]] void bad(const std::string& why)
 {
     throw UsageError("RemoteRegion::decode", -FI_EINVAL, "",
@@ -38,14 +27,6 @@ constexpr auto crc_table = [] {
 }
 
 } // namespace
-
-std::uint32_t crc32c(std::span<const std::byte> bytes) noexcept
-{
-    std::uint32_t c = ~0u;
-    for (std::byte b : bytes)
-        c = crc_table[(c ^ std::to_integer<std::uint8_t>(b)) & 0xffu] ^ (c >> 8);
-    return ~c;
-}
 
 void RemoteRegion::reject(const char* op, std::uint64_t offset, std::size_t len) const
 {

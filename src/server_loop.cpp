@@ -171,6 +171,19 @@ Connection Server::accept(Deadline deadline)
     }
 }
 
+std::optional<Connection> Server::try_accept()
+{
+    State& s = state("Server::try_accept");
+    const std::lock_guard lock(s.mutex);
+    if (s.ready.empty())
+        s.step(Clock::duration::zero());
+    if (s.ready.empty())
+        return std::nullopt;
+    Connection c = std::move(s.ready.front());
+    s.ready.pop_front();
+    return c;
+}
+
 Server::Rejections Server::rejections() const
 {
     const State& s = state("Server::rejections");

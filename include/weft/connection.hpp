@@ -221,6 +221,10 @@ public:
     /// The next client whose bootstrap and fabric connection (MSG) or address
     /// exchange (RDM) completed; TimeoutError when none did before `deadline`.
     Connection accept(Deadline deadline);
+    /// A client whose bootstrap completed by now, or none: one step of the
+    /// bootstraps in progress, without waiting (a loop that also serves the
+    /// clients it has calls it between its polls).
+    std::optional<Connection> try_accept();
 
     /// Side-channel connections that did not become a Connection (strangers,
     /// garbage, wrong secrets, clients that failed or timed out).

@@ -25,6 +25,8 @@
 #include <span>
 #include <type_traits>
 
+#include "weft/crc32c.hpp"
+
 namespace weft {
 
 class RemoteRegion {
@@ -88,8 +90,5 @@ private:
 };
 
 static_assert(std::is_trivially_copyable_v<RemoteRegion>);
-
-/// CRC-32C (Castagnoli), as used by the wire formats.
-std::uint32_t crc32c(std::span<const std::byte> bytes) noexcept;
 
 } // namespace weft

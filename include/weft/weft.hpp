@@ -8,6 +8,7 @@
 #include "weft/completion_queue.hpp"
 #include "weft/completions.hpp"
 #include "weft/connection.hpp"
+#include "weft/crc32c.hpp"
 #include "weft/deadline.hpp"
 #include "weft/diagnostics.hpp"
 #include "weft/domain.hpp"

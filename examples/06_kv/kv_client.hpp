@@ -1,0 +1,191 @@
+// The KV node's client: GET is RMA reads of the key's slots (torn copies read again), PUT
+// and DELETE are requests written into the server's memory with a notification, answered
+// by a message. Up to depth() operations run at once, one per lane.
+#pragma once
+
+#include "kv.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kv {
+
+enum class Kind : std::uint8_t { get, put, erase };
+
+class Client {
+public:
+    struct Done {
+        std::uint32_t lane = 0;
+        Kind kind = Kind::get;
+        Status status = Status::ok;
+        std::span<const std::byte> value; ///< get: valid until the lane's next operation
+    };
+
+    Client(std::string_view server, weft::Deadline deadline, const weft::Options& options = {})
+        : c_(weft::Connection::connect(server, options, deadline))
+        , h_(Hello::decode(c_.side().receive(deadline)))
+        , copies_(c_.allocate(h_.g.depth * h_.g.slot_size(), weft::Access::local))
+        , requests_(c_.allocate(h_.g.depth * h_.g.request_size(), weft::Access::local))
+        , lanes_(h_.g.depth)
+    {
+    }
+
+    std::uint32_t depth() const { return h_.g.depth; }
+    const Geometry& geometry() const { return h_.g; }
+    weft::Connection& connection() { return c_; }
+    std::uint64_t torn() const { return torn_; } ///< copies read again, torn by a rewrite
+
+    void start_get(std::uint32_t lane, std::string_view key)
+    {
+        Lane& l = take(lane, Kind::get, key);
+        l.probe = 0;
+        read_slot(lane);
+    }
+    void start_put(std::uint32_t lane, std::string_view key, std::span<const std::byte> value)
+    {
+        if (value.size() > h_.g.value_max)
+            throw std::invalid_argument("a value of " + std::to_string(value.size()) +
+                                        " B is over the server's " + std::to_string(h_.g.value_max));
+        request(take(lane, Kind::put, key), lane, Op::put, value);
+    }
+    void start_erase(std::uint32_t lane, std::string_view key)
+    {
+        request(take(lane, Kind::erase, key), lane, Op::erase, {});
+    }
+
+    /// The operations done since the last call (at most out.size()).
+    std::size_t poll(std::span<Done> out)
+    {
+        std::array<weft::Completion, 16> got;
+        const std::size_t n = c_.node().poll(std::span(got).first(std::min(got.size(), out.size())));
+        std::size_t done = 0;
+        for (const weft::Completion& c : std::span(got).first(n)) {
+            if (c.op == weft::Op::recv && c.message.size() == sizeof(Reply)) {
+                Reply r;
+                std::memcpy(&r, c.message.data(), sizeof r);
+                if (r.lane < lanes_.size() && lanes_[r.lane].busy)
+                    out[done++] = finish(r.lane, r.status);
+            } else if (c.op == weft::Op::read) {
+                const auto lane = static_cast<std::uint32_t>(static_cast<Lane*>(c.context) - lanes_.data());
+                if (auto d = look(lane))
+                    out[done++] = *d;
+            }
+        }
+        return done;
+    }
+
+    // One operation at a time, waited for (no other lane in flight).
+    std::optional<std::vector<std::byte>> get(std::string_view key, weft::Deadline deadline)
+    {
+        start_get(0, key);
+        const Done d = wait(deadline);
+        if (d.status != Status::ok)
+            return std::nullopt;
+        return std::vector<std::byte>(d.value.begin(), d.value.end());
+    }
+    Status put(std::string_view key, std::span<const std::byte> value, weft::Deadline deadline)
+    {
+        start_put(0, key, value);
+        return wait(deadline).status;
+    }
+    Status erase(std::string_view key, weft::Deadline deadline)
+    {
+        start_erase(0, key);
+        return wait(deadline).status;
+    }
+
+private:
+    struct Lane {
+        Kind kind = Kind::get;
+        bool busy = false;
+        std::string key;
+        std::uint32_t probe = 0; // slots looked at past the key's home
+        std::uint32_t tries = 0; // torn copies of the current slot
+    };
+
+    Lane& take(std::uint32_t lane, Kind kind, std::string_view key)
+    {
+        if (lane >= lanes_.size() || lanes_[lane].busy)
+            throw std::logic_error("lane " + std::to_string(lane) + " is busy or out of range");
+        if (key.empty() || key.size() > h_.g.key_max)
+            throw std::invalid_argument("a key of 1 to " + std::to_string(h_.g.key_max) + " bytes");
+        Lane& l = lanes_[lane];
+        l = Lane{kind, true, std::string(key), 0, 0};
+        return l;
+    }
+    std::byte* copy(std::uint32_t lane) { return copies_->data() + lane * h_.g.slot_size(); }
+
+    void read_slot(std::uint32_t lane)
+    {
+        const Lane& l = lanes_[lane];
+        const std::uint64_t slot = (hash(l.key) + l.probe) % h_.g.slots;
+        c_.node().read(c_.peer_id(), copies_->slice(lane * h_.g.slot_size(), h_.g.slot_size()),
+                       h_.table, slot * h_.g.slot_size(), &lanes_[lane]);
+    }
+
+    /// A GET's copy arrived: done, or the next slot, or the same again when torn.
+    std::optional<Done> look(std::uint32_t lane)
+    {
+        Lane& l = lanes_[lane];
+        const Slot s{copy(lane), h_.g};
+        if (!s.whole()) {
+            ++torn_;
+            if (++l.tries > 100000)
+                throw std::runtime_error("slot of key " + l.key + " torn 100000 times in a row");
+            read_slot(lane);
+            return std::nullopt;
+        }
+        l.tries = 0;
+        if (s.state() == State::full && s.key() == l.key) {
+            Done d = finish(lane, Status::ok);
+            d.value = s.value();
+            return d;
+        }
+        if (s.state() == State::unused || ++l.probe == probe_max)
+            return finish(lane, Status::not_found);
+        read_slot(lane);
+        return std::nullopt;
+    }
+
+    void request(Lane& l, std::uint32_t lane, Op op, std::span<const std::byte> value)
+    {
+        std::byte* r = requests_->data() + lane * h_.g.request_size();
+        const auto klen = static_cast<std::uint16_t>(l.key.size());
+        const auto vlen = static_cast<std::uint32_t>(value.size());
+        r[0] = static_cast<std::byte>(op);
+        std::memcpy(r + 2, &klen, 2);
+        std::memcpy(r + 4, &vlen, 4);
+        std::memcpy(r + 8, l.key.data(), klen);
+        if (!value.empty())
+            std::memcpy(r + 8 + klen, value.data(), vlen);
+        c_.node().write_notify(c_.peer_id(),
+                               requests_->slice(lane * h_.g.request_size(), 8 + klen + vlen),
+                               h_.requests, lane * h_.g.request_size(), lane, &sent_);
+    }
+
+    Done finish(std::uint32_t lane, Status s)
+    {
+        lanes_[lane].busy = false;
+        return Done{lane, lanes_[lane].kind, s, {}};
+    }
+
+    Done wait(weft::Deadline deadline)
+    {
+        Done d;
+        while (poll(std::span(&d, 1)) == 0)
+            if (deadline.expired())
+                throw weft::TimeoutError("kv::Client", -ETIMEDOUT, std::string(c_.selection().provider()),
+                                         "the KV server did not answer before the deadline");
+        return d;
+    }
+
+    weft::Connection c_;
+    Hello h_;
+    std::shared_ptr<weft::MemoryRegion> copies_;   // GETs' sinks, a slot per lane
+    std::shared_ptr<weft::MemoryRegion> requests_; // PUTs' and DELETEs' sources, one per lane
+    std::vector<Lane> lanes_;
+    std::uint64_t torn_ = 0;
+    char sent_ = 0; // the context of the requests' writes (their completions mean nothing here)
+};
+
+} // namespace kv

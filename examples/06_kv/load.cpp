@@ -1,0 +1,270 @@
+// weft-kv-load: load on a KV node from client processes started together, each with
+// `depth` operations in flight: keys uniform or Zipf, a GET/PUT mix, a value size. Every
+// value read is checked (a value names its key and the PUT that wrote it, and its bytes
+// follow from both); the run fails on one wrong value. Prints ops/s and p50/p99 latency,
+// and one CSV line with --csv.
+//   weft-kv-load HOST:PORT --clients 8 --depth 16 --ops 1000000 --value 4096 --get 0.9
+#include "kv_client.hpp"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace {
+
+struct Config {
+    std::string server;
+    unsigned clients = 1, depth = 16;
+    std::uint64_t ops = 100000, keys = 10000;
+    std::uint32_t value = 64;
+    double get = 0.9, zipf = 0; // zipf 0: uniform
+    bool fill = true, csv = false;
+};
+
+std::string key_of(std::uint64_t k) { return fmt::format("key:{:012}", k); }
+
+/// The value PUT number `gen` writes under key `k`: [k u32][gen u32][bytes of both].
+void value_of(std::uint64_t k, std::uint32_t gen, std::span<std::byte> v)
+{
+    const auto k32 = static_cast<std::uint32_t>(k);
+    std::memcpy(v.data(), &k32, 4);
+    std::memcpy(v.data() + 4, &gen, 4);
+    for (std::size_t i = 8; i < v.size(); ++i)
+        v[i] = static_cast<std::byte>(k32 * 131 + gen * 7 + i);
+}
+bool value_is_right(std::uint64_t k, std::span<const std::byte> v, std::uint32_t size)
+{
+    if (v.size() != size)
+        return false;
+    std::uint32_t gen;
+    std::memcpy(&gen, v.data() + 4, 4);
+    std::vector<std::byte> want(size);
+    value_of(k, gen, want);
+    return std::equal(v.begin(), v.end(), want.begin());
+}
+
+/// Keys drawn uniformly, or by Zipf's law with exponent `theta` (key 0 the hottest).
+class Keys {
+public:
+    Keys(std::uint64_t n, double theta, std::uint64_t seed) : rng_(seed), uniform_(0, n - 1)
+    {
+        if (theta <= 0)
+            return;
+        cdf_.resize(n);
+        double sum = 0;
+        for (std::uint64_t i = 0; i < n; ++i)
+            cdf_[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), theta);
+        for (double& c : cdf_)
+            c /= sum;
+    }
+    std::uint64_t next()
+    {
+        if (cdf_.empty())
+            return uniform_(rng_);
+        const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+        return static_cast<std::uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+    }
+    std::mt19937_64& rng() { return rng_; }
+
+private:
+    std::mt19937_64 rng_;
+    std::uniform_int_distribution<std::uint64_t> uniform_;
+    std::vector<double> cdf_;
+};
+
+struct Result {
+    std::uint64_t ops = 0, wrong = 0, torn = 0;
+    double seconds = 0;
+};
+
+/// One client: `ops` operations, `depth` at a time; latencies in ns appended to `lat`.
+Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
+                  std::atomic<unsigned>& connected, int go_fd, std::span<std::uint32_t> lat)
+{
+    kv::Client c(cfg.server, weft::Deadline::after(std::chrono::seconds(60)));
+    ++connected;
+    const unsigned depth = std::min(cfg.depth, c.depth());
+    Keys keys(cfg.keys, cfg.zipf, seed);
+    struct Lane {
+        std::uint64_t key;
+        std::chrono::steady_clock::time_point start;
+    };
+    std::vector<Lane> lanes(depth);
+    std::vector<std::byte> value(cfg.value);
+    char go;
+    if (::read(go_fd, &go, 1) != 1) // all clients connected: start together
+        throw std::runtime_error("the load's parent went away");
+    Result r;
+    std::uint64_t started = 0;
+    const auto start = [&](std::uint32_t lane) {
+        const std::uint64_t k = keys.next();
+        lanes[lane] = {k, std::chrono::steady_clock::now()};
+        if (std::uniform_real_distribution<double>(0, 1)(keys.rng()) < cfg.get) {
+            c.start_get(lane, key_of(k));
+        } else {
+            value_of(k, static_cast<std::uint32_t>(keys.rng()()), value);
+            c.start_put(lane, key_of(k), value);
+        }
+        ++started;
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint32_t l = 0; l < depth && started < ops; ++l)
+        start(l);
+    auto stall = weft::Deadline::after(std::chrono::seconds(30));
+    std::array<kv::Client::Done, 16> done;
+    while (r.ops < ops) {
+        const std::size_t n = c.poll(done);
+        if (n > 0)
+            stall = weft::Deadline::after(std::chrono::seconds(30));
+        else if (stall.expired())
+            throw std::runtime_error(fmt::format("no operation finished in 30 s ({} of {} done)", r.ops, ops));
+        for (const kv::Client::Done& d : std::span(done).first(n)) {
+            const Lane& l = lanes[d.lane];
+            lat[r.ops] = (static_cast<std::uint32_t>(std::min<std::int64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - l.start)
+                    .count(),
+                UINT32_MAX)));
+            ++r.ops;
+            if (d.kind == kv::Kind::get ? (d.status != kv::Status::ok || !value_is_right(l.key, d.value, cfg.value))
+                                        : d.status != kv::Status::ok)
+                ++r.wrong;
+            if (started < ops)
+                start(d.lane);
+        }
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.torn = c.torn();
+    return r;
+}
+
+/// Every key PUT once (generation 0), so that every GET finds its key.
+void fill(const Config& cfg)
+{
+    kv::Client c(cfg.server, weft::Deadline::after(std::chrono::seconds(60)));
+    std::vector<std::byte> value(cfg.value);
+    std::uint64_t next = 0, done = 0;
+    std::array<kv::Client::Done, 16> got;
+    for (std::uint32_t l = 0; l < c.depth() && next < cfg.keys; ++l, ++next) {
+        value_of(next, 0, value);
+        c.start_put(l, key_of(next), value);
+    }
+    auto stall = weft::Deadline::after(std::chrono::seconds(30));
+    while (done < cfg.keys) {
+        const std::size_t n = c.poll(got);
+        if (n == 0 && stall.expired())
+            throw std::runtime_error("filling the table: no PUT answered in 30 s");
+        for (const auto& d : std::span(got).first(n)) {
+            if (d.status != kv::Status::ok)
+                throw std::runtime_error(fmt::format("filling the table: {} (give the server more slots)",
+                                                     kv::to_string(d.status)));
+            ++done;
+            stall = weft::Deadline::after(std::chrono::seconds(30));
+            if (next < cfg.keys) {
+                value_of(next, 0, value);
+                c.start_put(d.lane, key_of(next), value);
+                ++next;
+            }
+        }
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+try {
+    Config cfg;
+    CLI::App app{"Load on a weft KV node from client processes started together"};
+    app.add_option("server", cfg.server, "the KV server's HOST:PORT")->required();
+    app.add_option("--clients", cfg.clients, "client processes")->check(CLI::Range(1u, 1024u));
+    app.add_option("--depth", cfg.depth, "operations in flight per client")->check(CLI::Range(1u, 1024u));
+    app.add_option("--ops", cfg.ops, "operations in all")->check(CLI::PositiveNumber);
+    app.add_option("--keys", cfg.keys, "distinct keys")->check(CLI::PositiveNumber);
+    app.add_option("--value", cfg.value, "value size in bytes")->check(CLI::Range(8u, 1u << 20));
+    app.add_option("--get", cfg.get, "share of GETs (the rest are PUTs)")->check(CLI::Range(0.0, 1.0));
+    app.add_option("--zipf", cfg.zipf, "Zipf exponent of the keys (0: uniform)")->check(CLI::Range(0.0, 5.0));
+    app.add_flag("!--no-fill", cfg.fill, "do not PUT every key first");
+    app.add_flag("--csv", cfg.csv, "print one CSV line");
+    CLI11_PARSE(app, argc, argv);
+    if (cfg.fill)
+        fill(cfg);
+
+    // Each client a process. They share one anonymous mapping: a count of those connected,
+    // each one's result, and every latency; a pipe starts them together.
+    const std::size_t at_lat = (sizeof(std::atomic<unsigned>) + cfg.clients * sizeof(Result) + 7) / 8 * 8;
+    const std::size_t bytes = at_lat + cfg.ops * 4;
+    void* shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int go[2];
+    if (shared == MAP_FAILED || ::pipe(go) != 0)
+        throw std::runtime_error("cannot share memory with the clients, or make a pipe");
+    auto* connected = new (shared) std::atomic<unsigned>(0);
+    auto* results = reinterpret_cast<Result*>(static_cast<std::byte*>(shared) + sizeof *connected);
+    auto* lat = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(shared) + at_lat);
+    std::vector<pid_t> kids;
+    for (unsigned i = 0, first = 0; i < cfg.clients; ++i) {
+        const std::uint64_t share = cfg.ops / cfg.clients + (i < cfg.ops % cfg.clients);
+        if (const pid_t pid = ::fork(); pid == 0) {
+            ::close(go[1]);
+            try {
+                results[i] = run_client(cfg, share, 1000 + i, *connected, go[0],
+                                        std::span(lat + first, share));
+                ::_exit(0);
+            } catch (const std::exception& e) {
+                std::cerr << "client " << i << ": " << e.what() << std::endl;
+                ::_exit(1);
+            }
+        } else {
+            kids.push_back(pid);
+        }
+        first += static_cast<unsigned>(share);
+    }
+    ::close(go[0]);
+    for (const auto until = weft::Deadline::after(std::chrono::seconds(60));
+         *connected < cfg.clients && !until.expired();)
+        ::usleep(1000);
+    const std::string start(cfg.clients, 'g');
+    (void)!::write(go[1], start.data(), start.size()); // a client that failed to connect exits anyway
+    ::close(go[1]);
+    int failed = 0;
+    for (const pid_t k : kids) {
+        int status = 0;
+        ::waitpid(k, &status, 0);
+        failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    Result all;
+    for (unsigned i = 0; i < cfg.clients; ++i) {
+        all.ops += results[i].ops;
+        all.wrong += results[i].wrong;
+        all.torn += results[i].torn;
+        all.seconds = std::max(all.seconds, results[i].seconds);
+    }
+    std::vector<std::uint32_t> sorted(lat, lat + all.ops);
+    std::sort(sorted.begin(), sorted.end());
+    const auto pct = [&](double p) {
+        return sorted.empty() ? 0.0 : sorted[static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1))] / 1000.0;
+    };
+    const double rate = all.seconds > 0 ? static_cast<double>(all.ops) / all.seconds : 0;
+    if (cfg.csv)
+        fmt::print("clients,depth,value,get,zipf,ops,seconds,ops_per_s,p50_us,p99_us,wrong,torn,failed\n"
+                   "{},{},{},{},{},{},{:.3f},{:.0f},{:.2f},{:.2f},{},{},{}\n",
+                   cfg.clients, cfg.depth, cfg.value, cfg.get, cfg.zipf, all.ops, all.seconds, rate,
+                   pct(0.5), pct(0.99), all.wrong, all.torn, failed);
+    else
+        fmt::print("{} ops by {} clients x {} deep in {:.2f} s: {:.0f} ops/s, p50 {:.1f} us, p99 {:.1f} us; "
+                   "{} wrong, {} torn copies read again{}\n",
+                   all.ops, cfg.clients, cfg.depth, all.seconds, rate, pct(0.5), pct(0.99), all.wrong,
+                   all.torn, failed ? fmt::format(", {} clients FAILED", failed) : "");
+    return all.wrong == 0 && failed == 0 && all.ops == cfg.ops ? 0 : 1;
+} catch (const std::exception& e) {
+    std::cerr << "weft-kv-load: " << e.what() << "\n";
+    return 1;
+}

@@ -1,0 +1,139 @@
+// weft-kv-server: the KV node. A hash table of fixed-size slots in registered memory that
+// clients read with RMA (GET costs this process nothing); PUT and DELETE arrive as requests
+// written into a client's own request area with a notification, are applied here, slot by
+// slot with a version and a CRC, and answered with a message. Clients come and go.
+// Run: weft-kv-server [PORT] [SLOTS] [VALUE_MAX]; prints "listening on port P" when ready.
+#include "kv.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+
+static volatile std::sig_atomic_t stopping = 0;
+
+namespace {
+
+struct Table {
+    kv::Geometry g;
+    std::vector<std::byte> bytes = std::vector<std::byte>(g.slots * g.slot_size());
+
+    kv::Slot slot(std::uint64_t i) { return {bytes.data() + i % g.slots * g.slot_size(), g}; }
+
+    kv::Status apply(kv::Op op, std::string_view key, std::span<const std::byte> value)
+    {
+        const std::uint64_t home = kv::hash(key);
+        std::optional<std::uint64_t> free; // the first deleted or unused slot on the way
+        for (std::uint32_t i = 0; i < kv::probe_max; ++i) {
+            kv::Slot s = slot(home + i);
+            if (s.state() == kv::State::full && s.key() == key) {
+                s.rewrite(op == kv::Op::put ? kv::State::full : kv::State::deleted, key, value);
+                return kv::Status::ok;
+            }
+            if (s.state() != kv::State::full && !free)
+                free = home + i;
+            if (s.state() == kv::State::unused)
+                break; // the key is nowhere further
+        }
+        if (op == kv::Op::erase)
+            return kv::Status::not_found;
+        if (!free)
+            return kv::Status::full;
+        slot(*free).rewrite(kv::State::full, key, value);
+        return kv::Status::ok;
+    }
+};
+
+struct Client {
+    weft::Connection c;
+    std::shared_ptr<weft::MemoryRegion> requests, replies;
+};
+
+/// A Node the clients are peers of, and the table registered on it.
+struct PerNode {
+    std::shared_ptr<weft::Node> node;
+    std::shared_ptr<weft::MemoryRegion> table;
+    std::size_t clients = 0;
+};
+
+} // namespace
+
+int main(int argc, char** argv)
+try {
+    for (const int s : {SIGTERM, SIGINT})
+        std::signal(s, [](int) { stopping = 1; });
+    const auto port = static_cast<std::uint16_t>(argc > 1 ? std::atoi(argv[1]) : 7480);
+    Table t{kv::Geometry{argc > 2 ? static_cast<std::uint32_t>(std::atol(argv[2])) : 1u << 16, 64,
+                         argc > 3 ? static_cast<std::uint32_t>(std::atol(argv[3])) : 4096, 16}};
+    weft::Server server(weft::Options{}, "0.0.0.0", port);
+    std::cout << server.selection().report() << "listening on port " << server.port() << " ("
+              << t.g.slots << " slots of " << t.g.slot_size() << " B)" << std::endl;
+
+    // Where a provider gives each client a Node of its own (shm), the table is registered
+    // on each: one registration per Node, not per client.
+    std::map<weft::Node*, PerNode> nodes;
+    std::map<std::pair<weft::Node*, std::uint32_t>, Client> clients; // by Node and PeerId
+    std::uint64_t served = 0;
+    char replied = 0; // the replies' context
+    const auto answer = [&](weft::Node& node, const weft::Completion& n) {
+        const auto it = clients.find({&node, n.peer.index});
+        if (n.op != weft::Op::notify || it == clients.end() || n.data >= t.g.depth)
+            return;
+        Client& cl = it->second;
+        const std::byte* r = cl.requests->data() + n.data * t.g.request_size();
+        std::uint16_t klen;
+        std::uint32_t vlen;
+        std::memcpy(&klen, r + 2, 2);
+        std::memcpy(&vlen, r + 4, 4);
+        const auto op = static_cast<kv::Op>(r[0]);
+        kv::Reply reply{n.data, kv::Status::bad_request};
+        if (klen > 0 && klen <= t.g.key_max && vlen <= t.g.value_max &&
+            (op == kv::Op::put || op == kv::Op::erase))
+            reply.status = t.apply(op, {reinterpret_cast<const char*>(r + 8), klen}, {r + 8 + klen, vlen});
+        std::memcpy(cl.replies->data() + n.data * sizeof reply, &reply, sizeof reply);
+        try {
+            node.send(n.peer, cl.replies->slice(n.data * sizeof reply, sizeof reply), &replied);
+        } catch (const weft::Error& e) { // it left: dropped below
+            std::cerr << "client " << n.peer.index << ": " << e.what() << std::endl;
+        }
+        ++served;
+    };
+    for (auto idle = weft::Deadline::after(std::chrono::milliseconds(100)); !stopping;) {
+        if (auto c = server.try_accept()) {
+            PerNode& on = nodes[&c->node()];
+            if (!on.node)
+                on = {c->node_ptr(), c->node().register_memory(t.bytes, weft::Access::remote_read)};
+            ++on.clients;
+            auto requests = c->allocate(t.g.depth * t.g.request_size(), weft::Access::remote_write);
+            auto replies = c->allocate(t.g.depth * sizeof(kv::Reply), weft::Access::local);
+            c->side().send(kv::Hello{t.g, on.table->remote(), requests->remote()}.encode(),
+                           weft::Deadline::after(std::chrono::seconds(5)));
+            const std::pair key(&c->node(), c->peer_id().index);
+            clients.emplace(key, Client{std::move(*c), std::move(requests), std::move(replies)});
+        }
+        for (auto& [node, on] : nodes) {
+            weft::Completion got[16];
+            for (const weft::Completion& n : std::span(got, node->poll(got)))
+                answer(*node, n);
+        }
+        if (idle.expired()) { // clients that left: their peers are lost
+            for (auto it = clients.begin(); it != clients.end();) {
+                weft::Node& node = it->second.c.node();
+                if (!node.is_lost(it->second.c.peer_id())) {
+                    ++it;
+                    continue;
+                }
+                it = clients.erase(it);
+                if (--nodes[&node].clients == 0)
+                    nodes.erase(&node); // its table goes (a Node of its own: the Node too)
+            }
+            idle = weft::Deadline::after(std::chrono::milliseconds(100));
+        }
+    }
+    std::cout << "served " << served << " requests" << std::endl;
+    return 0;
+} catch (const std::exception& e) {
+    std::cerr << "weft-kv-server: " << e.what() << "\n";
+    return 1;
+}
