@@ -7,10 +7,12 @@
 #include "kv_client.hpp"
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -213,6 +215,7 @@ try {
     for (unsigned i = 0, first = 0; i < cfg.clients; ++i) {
         const std::uint64_t share = cfg.ops / cfg.clients + (i < cfg.ops % cfg.clients);
         if (const pid_t pid = ::fork(); pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL); // the load killed: its clients too
             ::close(go[1]);
             try {
                 results[i] = run_client(cfg, share, 1000 + i, *connected, go[0],
