@@ -13,6 +13,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <thread>
 
 static volatile std::sig_atomic_t stopping = 0;
 
@@ -69,9 +71,19 @@ try {
     const auto port = static_cast<std::uint16_t>(argc > 1 ? std::atoi(argv[1]) : 7480);
     Table t{kv::Geometry{argc > 2 ? static_cast<std::uint32_t>(std::atol(argv[2])) : 1u << 16, 64,
                          argc > 3 ? static_cast<std::uint32_t>(std::atol(argv[3])) : 4096, 16}};
+    // Idle, the server sleeps on its Nodes' descriptors; a provider without one (shm) is
+    // refused that, and the server naps 50 us at a time instead.
     weft::Options options;
-    options.waiting = weft::Waiting::sleep; // idle, it sleeps (below)
-    weft::Server server(options, "0.0.0.0", port);
+    options.waiting = weft::Waiting::sleep;
+    std::optional<weft::Server> listening;
+    try {
+        listening.emplace(options, "0.0.0.0", port);
+    } catch (const weft::UsageError& e) {
+        std::cout << e.what() << ": idle, this server naps 50 us at a time" << std::endl;
+        options.waiting = weft::Waiting::spin;
+        listening.emplace(options, "0.0.0.0", port);
+    }
+    weft::Server& server = *listening;
     std::cout << server.selection().report() << "listening on port " << server.port() << " ("
               << t.g.slots << " slots of " << t.g.slot_size() << " B)" << std::endl;
 
@@ -121,7 +133,8 @@ try {
             if (!on.node) {
                 on = {c->node_ptr(), c->node().register_memory(t.bytes, weft::Access::remote_read)};
                 epoll_event ev{EPOLLIN, {.ptr = on.node.get()}};
-                ::epoll_ctl(sleep_on, EPOLL_CTL_ADD, on.node->fd(), &ev);
+                if (on.node->fd() >= 0)
+                    ::epoll_ctl(sleep_on, EPOLL_CTL_ADD, on.node->fd(), &ev);
             }
             ++on.clients;
             auto requests = c->allocate(t.g.depth * t.g.request_size(), weft::Access::remote_write);
@@ -141,6 +154,8 @@ try {
         }
         if (found) {
             busy = weft::Deadline::after(microseconds(200));
+        } else if (busy.expired() && options.waiting == weft::Waiting::spin) {
+            std::this_thread::sleep_for(microseconds(50));
         } else if (busy.expired() &&
                    std::ranges::all_of(nodes, [](auto& e) { return e.second.node->trywait(); })) {
             epoll_event ev[16];
@@ -155,7 +170,8 @@ try {
                 }
                 it = clients.erase(it);
                 if (--nodes[&node].clients == 0) { // its table goes (a Node of its own: the Node too)
-                    ::epoll_ctl(sleep_on, EPOLL_CTL_DEL, node.fd(), nullptr);
+                    if (node.fd() >= 0)
+                        ::epoll_ctl(sleep_on, EPOLL_CTL_DEL, node.fd(), nullptr);
                     nodes.erase(&node);
                 }
             }
