@@ -5,6 +5,8 @@
 // completions_wait.cpp.
 #include "weft/completions.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -39,12 +41,19 @@ std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
     auto cq = CompletionQueue::open(std::move(domain), cq_size, sleeping);
     auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
     q->sleeping_ = sleeping;
+    q->yielding_ = options.waiting == Waiting::yield;
+    q->idle_every_ = q->yielding_ ? yield_every : clock_every;
     q->wants_thread_ = wants_progress_thread(options, q->quirks_);
     if (q->quirks_.wait_fd_misses_data)
         q->cq_->cap_sleep(10);
     q->progress_interval_ = options.progress_interval;
     q->progress_cpu_ = options.progress_cpu;
     return q;
+}
+
+void Completions::yield_core() noexcept
+{
+    ::sched_yield();
 }
 
 void Completions::endpoint_enabled()

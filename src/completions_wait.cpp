@@ -66,11 +66,13 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             // server with 8 idle peers uses no CPU while it waits").
             if (Clock::now() - before < std::chrono::microseconds(50) && ++naps_ >= 2)
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            spins = clock_every; // look at the hook and the deadline now
+            spins = idle_every_; // look at the hook and the deadline now
         } else {
             naps_ = 0;
         }
-        if ((++spins & clock_every) == 0) [[unlikely]] {
+        if ((++spins & idle_every_) == 0) [[unlikely]] {
+            if (yielding_)
+                yield_core();
             if (idle_hook_)
                 idle_hook_(idle_arg_);
             if (deadline.expired())

@@ -245,6 +245,8 @@ private:
     /// of fast polls between checks: a clock read is a system call where the
     /// clock source has no vDSO (the lab's TCG guest; QUIRKS.md has the costs).
     static constexpr std::uint32_t clock_every = 1023;
+    /// Waiting::yield: empty polls between two yields of the core (less one).
+    static constexpr std::uint32_t yield_every = 15;
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).
     bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_ && !sleeping_; }
@@ -287,6 +289,8 @@ private:
     Completion wait_until(Pred&& pred, Deadline deadline, const char* what);
     /// Progress, keeping what completes for later polls.
     void stash_some();
+    /// Waiting::yield: lets another thread have this core (out of line: a system call).
+    static void yield_core() noexcept;
     void defer(const Completion& c) { deferred_.push_back(c); }
     void repost_lent();
     Completion wait_slow(void* context, Deadline deadline);
@@ -314,6 +318,8 @@ private:
     bool spun_out_ = false;                // spin_one returned because the deadline passed
     bool sources_ = false;                 // fi_cq_readfrom; peer_of_addr_ names them
     bool sleeping_ = false;                // Waiting::sleep: waits sleep on the descriptor
+    bool yielding_ = false;                // Waiting::yield: waits yield the core now and then
+    std::uint32_t idle_every_ = clock_every; // a wait's empty polls between its idle checks, less one
     std::uint32_t naps_ = 0;               // sleeps in a row that returned at once
     bool notify_peer_bits_ = false;        // a notification's data >> 32 is its PeerId
     std::vector<PeerId> peer_of_addr_;

@@ -61,7 +61,9 @@ template <bool Sources, class Accept>
             }
             return std::nullopt;
         }
-        if ((spins & clock_every) == 0) [[unlikely]] {
+        if ((spins & idle_every_) == 0) [[unlikely]] {
+            if (yielding_)
+                yield_core();
             if (idle_hook_)
                 idle_hook_(idle_arg_);
             if (deadline.expired()) {

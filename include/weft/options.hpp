@@ -43,6 +43,11 @@ enum class Waiting : std::uint8_t {
     /// idle (a wake-up costs ~20 us here), and a descriptor for an event
     /// loop (Node::fd). A progress thread then sleeps too while nothing happens.
     sleep,
+    /// Spin, giving the core to another thread (sched_yield) after every 16
+    /// empty polls: for more busy processes than cores (ranks oversubscribed
+    /// on a machine, as Open MPI's yield_when_idle), where a spinning waiter
+    /// would keep the very rank it waits for off the CPU.
+    yield,
 };
 
 /// How connecting retries a server that refuses or cannot be reached (it may
