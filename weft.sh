@@ -6,6 +6,9 @@
 #   ./weft.sh test         install what is needed, build everything, run every test
 #   ./weft.sh build        install and build everything
 #   ./weft.sh lab          install, build, run the fabric lab (verbs over rxe and siw)
+#   ./weft.sh bench [WHAT] install the tools weft is compared with, build, and run
+#                          bench/compare.py, kv_vs_redis.py or allreduce_vs_mpi.py
+#                          (WHAT: transport, kv or allreduce; ARGS after it go to the script)
 #
 # Idempotent, and quiet on success apart from results: the output of package
 # installs and builds is shown only when they fail.
@@ -26,6 +29,9 @@ packages=(build-essential cmake pkg-config git
 # cluster of its own and launch a group with srun --mpi=pmix (its mpi_pmix_v4
 # plugin, in slurm-wlm-basic-plugins, dlopens libpmix.so from libpmix-dev).
 test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server slurm-wlm munge)
+# For `./weft.sh bench` only: what the benchmarks run beside weft (README: Benchmarks).
+bench_packages=(libfabric-bin ucx-utils iperf3 valgrind redis-server redis-tools fio
+                openmpi-bin libopenmpi-dev python3)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -122,13 +128,25 @@ test)
     # same tests over verbs, the ping-pong, and perftest for comparison.
     lab
     ;;
+bench)
+    what=${1:-transport}
+    [ $# -gt 0 ] && shift
+    install_deps "${packages[@]}" "${bench_packages[@]}"
+    configure_and_build "$build"
+    case "$what" in
+    transport) exec "$root/bench/compare.py" "$@" ;;
+    kv) exec "$root/bench/kv_vs_redis.py" "$@" ;;
+    allreduce) exec "$root/bench/allreduce_vs_mpi.py" "$@" ;;
+    *) echo "weft.sh bench: WHAT is transport, kv or allreduce, not '$what'" >&2; exit 2 ;;
+    esac
+    ;;
 lab)
     install_deps "${packages[@]}"
     configure_and_build "$build"
     lab
     ;;
 *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
