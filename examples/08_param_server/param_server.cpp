@@ -1,0 +1,108 @@
+// weft-param-server: a parameter server over a group. Rank 0 holds the parameters; every
+// other rank is a worker that, each round, pushes its gradient into its own slot in the
+// server's memory (an RMA write with a notification), waits for the server to add all of
+// them into the parameters, and pulls the parameters back with an RMA read. Every value
+// is an exact sum, checked by every worker after every round. Launch as a group:
+//   mpirun -np 5 weft-param-server [FLOATS] [ROUNDS] [--yield] [--csv]
+// Rank 0 prints rounds per second and the bytes each worker moved per second.
+#include <weft/group.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+using namespace std::chrono_literals;
+
+// Worker w's gradient in round r at index i: small integers, so every sum is exact.
+static float gradient(std::uint32_t w, std::uint32_t r, std::size_t i)
+{
+    return static_cast<float>((w + r + i) % 7);
+}
+
+int main(int argc, char** argv)
+try {
+    std::size_t floats = 1 << 18;
+    std::uint32_t rounds = 20;
+    bool yield = false, csv = false;
+    for (int i = 1, k = 0; i < argc; ++i) {
+        const std::string a = argv[i];
+        yield |= a == "--yield";
+        csv |= a == "--csv";
+        if (a.substr(0, 2) != "--")
+            k++ == 0 ? void(floats = std::stoul(a)) : void(rounds = static_cast<std::uint32_t>(std::stoul(a)));
+    }
+    const auto soon = [] { return weft::Deadline::after(120s); };
+    weft::Options o;
+    o.waiting = yield ? weft::Waiting::yield : weft::Waiting::spin;
+    weft::Group g = weft::Group::from_environment(o, soon());
+    const std::uint32_t me = g.rank(), workers = g.size() - 1;
+    if (workers == 0)
+        throw std::runtime_error("a parameter server needs workers: launch 2 ranks or more");
+    weft::Node& node = g.node();
+    const auto sum_after = [&](std::uint32_t r, std::size_t i) { // every worker's rounds 0..r
+        float want = 0;
+        for (std::uint32_t k = 0; k <= r; ++k)
+            for (std::uint32_t w = 1; w <= workers; ++w)
+                want += gradient(w, k, i);
+        return want;
+    };
+    const std::size_t bytes = floats * sizeof(float);
+    // The server: parameters (read by the workers) and a gradient slot per worker.
+    // A worker: its gradient (the push's source) and its copy of the parameters (the pull's sink).
+    auto params = node.allocate(bytes, me == 0 ? weft::Access::remote_read : weft::Access::local);
+    auto grads = node.allocate(me == 0 ? workers * bytes : bytes,
+                               me == 0 ? weft::Access::remote_write : weft::Access::local);
+    if (me == 0) { // the workers find the server's two regions in the group's store
+        g.store().set("param-server/grads", grads->remote().encode());
+        g.store().set("param-server/params", params->remote().encode());
+    }
+    const auto server_grads = weft::RemoteRegion::decode(g.store().get("param-server/grads", soon()));
+    const auto server_params = weft::RemoteRegion::decode(g.store().get("param-server/params", soon()));
+    auto flag = node.allocate(sizeof(std::uint32_t), weft::Access::local); // the server's "done"
+    g.connect(weft::Topology::star, soon());
+    auto* p = reinterpret_cast<float*>(params->data());
+    auto* gr = reinterpret_cast<float*>(grads->data());
+    int wrong = 0, ctx = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint32_t r = 0; r < rounds; ++r) {
+        if (me == 0) { // every worker's gradient in, added, and each told
+            for (std::uint32_t w = 0; w < workers; ++w)
+                (void)node.wait_for(weft::Op::notify, soon());
+            for (std::uint32_t w = 0; w < workers; ++w)
+                for (std::size_t i = 0; i < floats; ++i)
+                    p[i] += gr[w * floats + i];
+            std::memcpy(flag->data(), &r, sizeof r);
+            for (std::uint32_t w = 1; w <= workers; ++w)
+                node.send(g.peer(w), flag->all(), &ctx);
+            for (std::uint32_t w = 1; w <= workers; ++w)
+                (void)node.wait(&ctx, soon());
+            continue;
+        }
+        for (std::size_t i = 0; i < floats; ++i) // push
+            gr[i] = gradient(me, r, i);
+        node.write_notify(g.peer(0), grads->all(), server_grads, (me - 1) * bytes, r, &ctx);
+        (void)node.wait(&ctx, soon());
+        (void)node.wait_for(weft::Op::recv, g.peer(0), soon()); // the sum is made
+        node.read(g.peer(0), params->all(), server_params, 0, &ctx); // pull
+        (void)node.wait(&ctx, soon());
+        for (std::size_t k = 0; k < 64; ++k) // a sample now; every value after the last round
+            wrong += p[(k * 7919 + r) % floats] != sum_after(r, (k * 7919 + r) % floats);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::size_t i = 0; me != 0 && i < floats; ++i)
+        wrong += p[i] != sum_after(rounds - 1, i);
+    g.barrier(soon());
+    if (me == 0)
+        std::cout << (csv ? "ps," : "") << workers << (csv ? "," : " workers, ") << floats
+                  << (csv ? "," : " floats: ") << rounds / s << (csv ? "," : " rounds/s, ")
+                  << 2.0 * static_cast<double>(bytes) * rounds / s / 1e6 << (csv ? "" : " MB/s per worker") << std::endl;
+    std::cout << "rank " << me << " of " << g.size() << ": parameters "
+              << (wrong ? "WRONG" : "verified") << " after " << rounds << " rounds over "
+              << node.provider() << std::endl;
+    return wrong ? 1 : 0;
+} catch (const std::exception& e) {
+    std::cerr << argv[0] << ": " << e.what() << "\n";
+    return 1;
+}
