@@ -244,30 +244,20 @@ std::size_t Completions::translate_all(const fi_cq_data_entry* entries, std::siz
 std::size_t Completions::drain(std::span<Completion> out)
 {
     activity_.note();
-    // Reads on while a read finds only weft's own entries (a hello, a credit
-    // write, a closed endpoint's cancelled receives): 0 means the queue had
-    // nothing for the caller, so a caller that takes completions until none
-    // is left never stops in front of its own (the TEST_CASE "node: poll
-    // returns a notification that waits behind entries of a removed peer").
-    // Bounded, so that a provider that keeps reporting errors cannot hold the
-    // caller here.
-    for (int reads = 0;; ++reads) {
-        const std::uint64_t absorbed_before = absorptions_;
-        std::size_t n = 0;
-        const std::size_t m = read_batch(out, n);
-        const bool absorbed = absorptions_ != absorbed_before;
-        // Nothing of a closed endpoint is left once a read finds the queue
-        // empty; a read that absorbed an error entry (n == 0 too) has not: a
-        // closed endpoint's cancelled receives come one entry per read, and a
-        // block reused early would lend the rest to its next owner (on tcp,
-        // such a crossing loses the new connection's peer).
-        if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
-            free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
-            quarantine_.clear();
-        }
-        if (m > 0 || (n == 0 && !absorbed) || reads == max_internal_reads)
-            return m;
+    const std::uint64_t absorbed_before = absorptions_;
+    std::size_t n = 0;
+    const std::size_t m = read_batch(out, n);
+    read_any_ = n > 0 || absorptions_ != absorbed_before;
+    // Nothing of a closed endpoint is left once a read finds the queue empty;
+    // a read that absorbed an error entry (n == 0 too) has not: a closed
+    // endpoint's cancelled receives come one entry per read, and a block
+    // reused early would lend the rest to its next owner (on tcp, such a
+    // crossing loses the new connection's peer).
+    if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
+        free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
+        quarantine_.clear();
     }
+    return m;
 }
 
 std::size_t Completions::read_batch(std::span<Completion> out, std::size_t& n)
@@ -368,6 +358,15 @@ std::size_t Completions::poll_slow(std::span<Completion> out)
         out[n++] = deferred_.pop_front();
     if (n < out.size())
         n += drain(out.subspan(n));
+    // A read that found only weft's own entries (a hello, a credit write, a
+    // removed peer's cancelled receives): read on, so that 0 means the queue
+    // had nothing for the caller and a caller that polls until 0 never stops
+    // in front of its own completions (the TEST_CASE "node: poll returns a
+    // notification that waits behind entries of a removed peer"). Bounded, so
+    // that a provider that keeps reporting errors cannot hold the caller here:
+    // past max_internal_reads a poll returns 0 with entries left, once.
+    for (int reads = 0; n == 0 && read_any_ && reads < max_internal_reads; ++reads)
+        n = drain(out);
     if (in_flight_ <= 0 && !held_.empty())
         release_idle();
     return lend(out.first(n));

@@ -165,11 +165,15 @@ void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
     post<fi_readmsg>("fi_readmsg(flush)", &msg,
                      FI_COMPLETION | (queue_bypassing_reads_ ? FI_DELIVERY_COMPLETE : 0));
     await_fence(deadline, "the flush read");
-    unflushed_ = false;
+    std::erase(unflushed_peers_, peer.addr);
+    unflushed_ = !unflushed_peers_.empty();
 }
 
 void Endpoint::flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer)
 {
+    if (std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer.addr) ==
+        unflushed_peers_.end())
+        return; // writes to other peers only
     // The read itself would go through the queue only with delivery
     // completion, and then so would every later one: one queued byte of the
     // same region, waited for here, drains what was queued before it.

@@ -131,6 +131,32 @@ void EtcdStore::set_while_alive(std::string_view key, std::span<const std::byte>
     put(key, value, true);
 }
 
+bool EtcdStore::create_while_alive(std::string_view key, std::span<const std::byte> value)
+{
+    check_key("EtcdStore::create_while_alive", key);
+    if (lease_lost_)
+        throw Error("EtcdStore::create_while_alive", -FI_ECONNRESET, "",
+                    fmt::format("the {}'s lease is lost: {}", describe(), lease_error_));
+    const std::string k = b64(full(key));
+    const json txn = {
+        {"compare", json::array({{{"key", k}, {"target", "CREATE"}, {"create_revision", "0"}}})},
+        {"success", json::array({{{"request_put",
+                                   {{"key", k}, {"value", b64(value)}, {"lease", std::to_string(lease_)}}}}})}};
+    const std::lock_guard lock(m_);
+    return http_->post("/v3/kv/txn", txn, call_timeout).value("succeeded", false);
+}
+
+bool EtcdStore::erase_if_mine(std::string_view key)
+{
+    check_key("EtcdStore::erase_if_mine", key);
+    const std::string k = b64(full(key));
+    const json txn = {
+        {"compare", json::array({{{"key", k}, {"target", "LEASE"}, {"lease", std::to_string(lease_)}}})},
+        {"success", json::array({{{"request_delete_range", {{"key", k}}}}})}};
+    const std::lock_guard lock(m_);
+    return http_->post("/v3/kv/txn", txn, call_timeout).value("succeeded", false);
+}
+
 std::vector<std::byte> EtcdStore::get(std::string_view key, Deadline deadline)
 {
     check_key("Store::get", key);

@@ -38,12 +38,11 @@ Members::Members(std::shared_ptr<EtcdStore> store, std::shared_ptr<Node> node, s
         throw UsageError("Members", -FI_EINVAL, std::string(node_->provider()),
                          "a member needs a name (its key is the prefix and the name)");
     const std::string key = prefix_ + name_;
-    if (store_->contains(key))
+    if (!store_->create_while_alive(key, node_->address().encode()))
         throw UsageError("Members", -FI_EINVAL, std::string(node_->provider()),
                          fmt::format("a member called \"{}\" is already there ({} in {}): pick "
                                      "another name, or wait for its lease to expire",
                                      name_, key, store_->describe()));
-    store_->set_while_alive(key, node_->address().encode());
     joined_ = true;
 }
 
@@ -59,7 +58,7 @@ Members::~Members()
 void Members::leave()
 {
     if (std::exchange(joined_, false))
-        (void)store_->erase(prefix_ + name_);
+        (void)store_->erase_if_mine(prefix_ + name_); // not a successor's of the same name
 }
 
 std::optional<Members::Change> Members::next(Deadline deadline)
@@ -110,8 +109,15 @@ bool Members::read_one(Deadline deadline)
         if (!e)
             return false;
         const std::string name = e->key.substr(prefix_.size());
-        if (name == name_)
-            continue; // this member's own key
+        if (name == name_) { // this member's own key: it went without leave()
+            if (e->kind == EtcdEvent::Kind::erase && joined_) {
+                joined_ = false;
+                pending_.push_back(Change{Change::Kind::left, name_, PeerId{},
+                                          "this member's own key went (its lease expired, or "
+                                          "another erased it): the others see it as gone"});
+            }
+            continue;
+        }
         if (e->kind == EtcdEvent::Kind::put)
             apply_put(name, e->value);
         else
@@ -133,12 +139,9 @@ void Members::apply_put(const std::string& name, const std::vector<std::byte>& v
         c.kind = Change::Kind::joined;
         by_name_[name] = Member{c.peer, value};
         names_[c.peer.index] = name;
-    } catch (const Error& e) {
+    } catch (const UsageError& e) { // no Node address, or another provider's: the value's fault
         c.why = fmt::format("the value of {}{} is no Node address this Node can use: {}", prefix_,
                             name, e.what());
-    } catch (const std::exception& e) { // a value that does not decode
-        c.why = fmt::format("the value of {}{} is no weft Node address: {}", prefix_, name,
-                            e.what());
     }
     pending_.push_back(std::move(c));
 }
@@ -149,8 +152,8 @@ void Members::apply_erase(const std::string& name)
     if (it == by_name_.end())
         return; // a refused key went, or one this member never saw
     const PeerId peer = it->second.peer;
-    by_name_.erase(it);
     node_->remove_peer(peer);
+    by_name_.erase(it);
     pending_.push_back(Change{Change::Kind::left, name, peer, {}});
 }
 

@@ -337,7 +337,7 @@ void Node::sleep(Deadline deadline)
 {
     if (!epoll_fd_)
         throw UsageError("Node::sleep", -FI_EINVAL, std::string(provider()),
-                         "this Node spins (Options::waiting is Waiting::spin): open it with "
+                         "this Node does not sleep (Options::waiting is not Waiting::sleep): open it with "
                          "Waiting::sleep to sleep");
     epoll_event ev{};
     (void)::epoll_wait(epoll_fd_.get(), &ev, 1, deadline.remaining_ms());

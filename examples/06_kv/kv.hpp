@@ -10,8 +10,9 @@
 //   14  u16 key length          16  u32 value length
 //   24  key (key_max bytes), then the value (value_max bytes)
 //   end u64 version again
-// An RMA read is not atomic: it may see a slot half rewritten. A copy whose two versions
-// differ, or are odd, or whose CRC does not match, is torn; the client reads it again. A key
+// An RMA read is not atomic, nor in any order: it may see a slot half rewritten. A copy whose
+// two versions differ, or are odd, or whose CRC does not match, is torn; the client reads it
+// again. The CRC is the last word: a torn copy passes only if its CRC collides (2^-32). A key
 // lives within `probe_max` slots of its home (hash % slots), probed in order.
 #pragma once
 
@@ -103,6 +104,7 @@ struct Slot {
     {
         const std::uint64_t v = version();
         store_versions(v + 1);
+        std::atomic_thread_fence(std::memory_order_release); // the odd versions before any byte
         p[12] = static_cast<std::byte>(s);
         const auto klen = static_cast<std::uint16_t>(key.size());
         const auto vlen = static_cast<std::uint32_t>(value.size());

@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <csignal>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <iostream>
 #include <random>
@@ -197,38 +199,54 @@ try {
     app.add_flag("!--no-fill", cfg.fill, "do not PUT every key first");
     app.add_flag("--csv", cfg.csv, "print one CSV line");
     CLI11_PARSE(app, argc, argv);
-    if (cfg.fill)
-        fill(cfg);
+    if (cfg.fill) { // in a child: libfabric set up in this process would be copied into the clients
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            try {
+                fill(cfg);
+                ::_exit(0);
+            } catch (const std::exception& e) {
+                std::cerr << "weft-kv-load: " << e.what() << std::endl;
+                ::_exit(1);
+            }
+        }
+        int status = 0;
+        if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 1;
+    }
 
     // Each client a process. They share one anonymous mapping: a count of those connected,
     // each one's result, and every latency; a pipe starts them together.
-    const std::size_t at_lat = (sizeof(std::atomic<unsigned>) + cfg.clients * sizeof(Result) + 7) / 8 * 8;
+    const std::size_t at_results = 64, at_lat = (at_results + cfg.clients * sizeof(Result) + 63) / 64 * 64;
     const std::size_t bytes = at_lat + cfg.ops * 4;
     void* shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int go[2];
     if (shared == MAP_FAILED || ::pipe(go) != 0)
         throw std::runtime_error("cannot share memory with the clients, or make a pipe");
     auto* connected = new (shared) std::atomic<unsigned>(0);
-    auto* results = reinterpret_cast<Result*>(static_cast<std::byte*>(shared) + sizeof *connected);
+    auto* results = new (static_cast<std::byte*>(shared) + at_results) Result[cfg.clients];
     auto* lat = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(shared) + at_lat);
     std::vector<pid_t> kids;
-    for (unsigned i = 0, first = 0; i < cfg.clients; ++i) {
+    std::vector<std::uint64_t> first(cfg.clients + 1, 0); // client i's latencies: [first[i], first[i + 1])
+    for (unsigned i = 0; i < cfg.clients; ++i) {
         const std::uint64_t share = cfg.ops / cfg.clients + (i < cfg.ops % cfg.clients);
-        if (const pid_t pid = ::fork(); pid == 0) {
+        first[i + 1] = first[i] + share;
+        const pid_t pid = ::fork();
+        if (pid < 0)
+            throw std::runtime_error("fork failed: " + std::string(std::strerror(errno)));
+        if (pid == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL); // the load killed: its clients too
             ::close(go[1]);
             try {
                 results[i] = run_client(cfg, share, 1000 + i, *connected, go[0],
-                                        std::span(lat + first, share));
+                                        std::span(lat + first[i], share));
                 ::_exit(0);
             } catch (const std::exception& e) {
                 std::cerr << "client " << i << ": " << e.what() << std::endl;
                 ::_exit(1);
             }
-        } else {
-            kids.push_back(pid);
         }
-        first += static_cast<unsigned>(share);
+        kids.push_back(pid);
     }
     ::close(go[0]);
     for (const auto until = weft::Deadline::after(std::chrono::seconds(60));
@@ -250,7 +268,9 @@ try {
         all.torn += results[i].torn;
         all.seconds = std::max(all.seconds, results[i].seconds);
     }
-    std::vector<std::uint32_t> sorted(lat, lat + all.ops);
+    std::vector<std::uint32_t> sorted; // what each client measured (a failed one: its part)
+    for (unsigned i = 0; i < cfg.clients; ++i)
+        sorted.insert(sorted.end(), lat + first[i], lat + first[i] + results[i].ops);
     std::sort(sorted.begin(), sorted.end());
     const auto pct = [&](double p) {
         return sorted.empty() ? 0.0 : sorted[static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1))] / 1000.0;

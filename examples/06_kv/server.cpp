@@ -69,6 +69,8 @@ try {
     for (const int s : {SIGTERM, SIGINT})
         std::signal(s, [](int) { stopping = 1; });
     const auto port = static_cast<std::uint16_t>(argc > 1 ? std::atoi(argv[1]) : 7480);
+    if (argc > 2 && std::atol(argv[2]) < 1)
+        throw std::invalid_argument("SLOTS is at least 1");
     Table t{kv::Geometry{argc > 2 ? static_cast<std::uint32_t>(std::atol(argv[2])) : 1u << 16, 64,
                          argc > 3 ? static_cast<std::uint32_t>(std::atol(argv[3])) : 4096, 16}};
     // Idle, the server sleeps on its Nodes' descriptors; a provider without one (shm) is
@@ -104,15 +106,17 @@ try {
         std::memcpy(&klen, r + 2, 2);
         std::memcpy(&vlen, r + 4, 4);
         const auto op = static_cast<kv::Op>(r[0]);
-        kv::Reply reply{n.data, kv::Status::bad_request};
+        kv::Reply reply{}; // its padding zeroed too: nothing of this process leaves in it
+        reply.lane = n.data;
+        reply.status = kv::Status::bad_request;
         if (klen > 0 && klen <= t.g.key_max && vlen <= t.g.value_max &&
             (op == kv::Op::put || op == kv::Op::erase))
             reply.status = t.apply(op, {reinterpret_cast<const char*>(r + 8), klen}, {r + 8 + klen, vlen});
         std::memcpy(cl.replies->data() + n.data * sizeof reply, &reply, sizeof reply);
         try {
             node.send(n.peer, cl.replies->slice(n.data * sizeof reply, sizeof reply), &replied);
-        } catch (const weft::Error& e) { // it left: dropped below
-            std::cerr << "client " << n.peer.index << ": " << e.what() << std::endl;
+        } catch (const weft::Error& e) { // it left: swept below
+            std::cerr << "weft-kv-server: client " << n.peer.index << ": " << e.what() << std::endl;
         }
         ++served;
     };
@@ -128,7 +132,7 @@ try {
             c = server.try_accept();
             accept = weft::Deadline::after(std::chrono::milliseconds(c ? 0 : 1));
         }
-        if (c) {
+        if (c) try {
             PerNode& on = nodes[&c->node()];
             if (!on.node) {
                 on = {c->node_ptr(), c->node().register_memory(t.bytes, weft::Access::remote_read)};
@@ -143,14 +147,20 @@ try {
                            weft::Deadline::after(std::chrono::seconds(5)));
             const std::pair key(&c->node(), c->peer_id().index);
             clients.emplace(key, Client{std::move(*c), std::move(requests), std::move(replies)});
+        } catch (const weft::Error& e) { // it left while being greeted: dropped with its Connection
+            std::cerr << "weft-kv-server: a client that was connecting: " << e.what() << std::endl;
         }
         bool found = false;
         for (auto& [node, on] : nodes) {
             weft::Completion got[16];
-            const std::size_t n = node->poll(got);
-            for (const weft::Completion& done : std::span(got, n))
-                answer(*node, done);
-            found |= n > 0;
+            try { // a client that left fails its last replies: it is lost, and swept below
+                const std::size_t n = node->poll(got);
+                for (const weft::Completion& done : std::span(got, n))
+                    answer(*node, done);
+                found |= n > 0;
+            } catch (const weft::Error& e) {
+                std::cerr << "weft-kv-server: " << e.what() << std::endl;
+            }
         }
         if (found) {
             busy = weft::Deadline::after(microseconds(200));

@@ -33,6 +33,8 @@ try {
         if (a.substr(0, 2) != "--")
             k++ == 0 ? void(floats = std::stoul(a)) : void(rounds = static_cast<std::uint32_t>(std::stoul(a)));
     }
+    if (floats == 0 || rounds == 0)
+        throw std::invalid_argument("FLOATS and ROUNDS are at least 1");
     const auto soon = [] { return weft::Deadline::after(120s); };
     weft::Options o;
     o.waiting = yield ? weft::Waiting::yield : weft::Waiting::spin;

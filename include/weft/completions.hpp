@@ -239,7 +239,7 @@ private:
     std::size_t absorb(const Error& e);
 
     static constexpr std::size_t poll_batch = 16;
-    /// Reads of weft's own entries only that one drain() goes on through.
+    /// Reads of weft's own entries only that one poll goes on through.
     static constexpr int max_internal_reads = 4096;
     /// Waits read the clock once per this many + 1 empty polls, about 0.1 ms
     /// of fast polls between checks: a clock read is a system call where the
@@ -272,8 +272,8 @@ private:
     std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
     template <bool Sources, class Accept>
     std::optional<Completion> spin(Accept& accept, Deadline deadline);
-    /// The caller's completions in the queue now (0: none there), weft's
-    /// own entries handled on the way.
+    /// One read of the queue: the caller's completions in it (weft's own
+    /// entries handled on the way); read_any_ says whether it read anything.
     std::size_t drain(std::span<Completion> out);
     /// One read of the queue: its entries (`n`, absorbed errors not counted)
     /// and, returned, how many of them were the caller's.
@@ -308,6 +308,7 @@ private:
     std::vector<std::uint32_t> quarantine_; // freed, reused once the queue was seen empty
     bool absorbed_ = false;                 // absorb() took an entry since drain() last looked
     std::uint64_t absorptions_ = 0;         // entries absorb() took, ever
+    bool read_any_ = false;                 // the last drain() read an entry (its caller's or not)
     std::size_t block_ = 0;                // tags per endpoint
     std::uintptr_t tags_lo_ = 0;
     std::uintptr_t tags_span_ = 0;

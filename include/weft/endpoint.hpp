@@ -339,10 +339,21 @@ private:
     bool atomics_ = false;
     Clock::duration post_timeout_ = std::chrono::seconds(10);
     bool fence_done_ = false;
-    // Quirks::reads_overtake_queued_writes: set by a queued (injected)
-    // write_notify, cleared by a flush; reads flush first while it is set.
+    // Quirks::reads_overtake_queued_writes: a queued (injected) write_notify
+    // notes its peer, a flush to that peer forgets it; a read to a noted peer
+    // flushes first. Per peer: an RDM endpoint serves many, and a flush to one
+    // says nothing of the others.
     bool queue_bypassing_reads_ = false;
-    bool unflushed_ = false;
+    bool unflushed_ = false; // unflushed_peers_ is not empty
+    std::vector<fi_addr_t> unflushed_peers_;
+    void note_unflushed(fi_addr_t peer)
+    {
+        if (unflushed_peers_.empty() || unflushed_peers_.back() != peer)
+            if (std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer) ==
+                unflushed_peers_.end())
+                unflushed_peers_.push_back(peer);
+        unflushed_ = true;
+    }
     bool granting_ = false;         // grant_credits() is posting (and may come back)
     bool follow_up_queued_ = false; // in Completions::follow_ups_
 

@@ -95,7 +95,8 @@ template <auto Fn, class... A>
         post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value | notify_bits_,
                                   peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
-        unflushed_ = queue_bypassing_reads_; // a read must not overtake it (Quirks)
+        if (queue_bypassing_reads_) // a read must not overtake it (Quirks)
+            note_unflushed(peer.addr);
         return;
     }
     q_->keep_source(src);

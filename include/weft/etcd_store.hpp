@@ -98,6 +98,12 @@ public:
     bool erase(std::string_view key) override;
     std::string describe() const override;
 
+    /// Puts `key` under this store's lease only if no key of that name is
+    /// there (one transaction): false when one is (a live member's).
+    bool create_while_alive(std::string_view key, std::span<const std::byte> value);
+    /// Erases `key` only if it is under this store's lease (one transaction):
+    /// false when it is gone, or another store's now.
+    bool erase_if_mine(std::string_view key);
     /// The keys under `prefix` now (without this store's own prefix), sorted:
     /// a service's view of who is there.
     std::vector<std::string> keys(std::string_view prefix);

@@ -18,6 +18,9 @@
 /// join. A key there that is no weft Node address of this Node's provider is
 /// reported as refused, with why, and changes nothing.
 ///
+/// A member's Node should be its own: two names with one Node's address are
+/// one peer, and the leave of either removes it.
+///
 /// Every key under the prefix is taken as a member: who may write there is
 /// etcd's to decide (its authentication), as for Group the store is the trust
 /// anchor. Threading: as the Node's (one thread at a time).
@@ -44,7 +47,8 @@ public:
     struct Change {
         enum class Kind : std::uint8_t {
             joined,  ///< `peer` is a peer of the Node now
-            left,    ///< `peer` was removed from the Node (its key went)
+            left,    ///< `peer` was removed from the Node (its key went); none and `why`
+                     ///< when the key that went is this member's own
             refused, ///< the key's value is not a Node address this Node can use: `why`
         };
         Kind kind = Kind::joined;
@@ -56,8 +60,9 @@ public:
     /// Joins as `name` (its Node's address under `prefix` + `name`, under
     /// `store`'s lease) and watches the others: every member there now comes
     /// first from next(), as joined. UsageError when `name` is already there
-    /// (another member of that name is alive); Error when etcd does not take
-    /// the key or the watch by `deadline`.
+    /// (another member of that name is alive: the key is created only where
+    /// none is, in one transaction); Error when etcd does not take the watch
+    /// by `deadline`.
     Members(std::shared_ptr<EtcdStore> store, std::shared_ptr<Node> node, std::string prefix,
             std::string name, Deadline deadline);
     /// Leaves (leave()), noexcept: etcd unreachable, the key goes with the lease.
@@ -81,7 +86,8 @@ public:
     /// How many members next() has told of (this one not counted).
     std::size_t size() const noexcept { return by_name_.size(); }
 
-    /// Erases this member's key now: the others see it leave at once.
+    /// Erases this member's key now (only while it is this member's: a
+    /// successor of the same name keeps its own): the others see it leave.
     void leave();
 
     const std::string& name() const noexcept { return name_; }

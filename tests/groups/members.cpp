@@ -143,7 +143,8 @@ TEST_CASE("members: each member that joins is a peer of every other and its noti
 }
 
 TEST_CASE("members: a key that is no Node address is refused saying why, a name taken by "
-          "another Node is a leave then a join, a name already there is refused",
+          "another Node is a leave then a join, a name already there is refused, a member whose "
+          "own key goes is told",
           "[members][etcd][bad-input]")
 {
     WEFT_SKIP_IF(test::Etcd::unavailable());
@@ -187,6 +188,14 @@ TEST_CASE("members: a key that is no Node address is refused saying why, a name 
     // The same address put again changes nothing.
     a_store->set_while_alive("m/a", second->address().encode());
     CHECK_FALSE(service.next(Deadline::after(300ms)));
+
+    // This member's own key erased by another: it is told it is gone for the others.
+    REQUIRE(garbage->erase("m/service"));
+    const Members::Change self = next_change(service);
+    CHECK(self.kind == Members::Change::Kind::left);
+    CHECK(self.name == "service");
+    CHECK_FALSE(self.peer);
+    CHECK_FALSE(self.why.empty());
 }
 
 TEST_CASE("members: waiting for a member that never joins times out naming it",
