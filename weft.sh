@@ -7,8 +7,9 @@
 #   ./weft.sh build        install and build everything
 #   ./weft.sh lab          install, build, run the fabric lab (verbs over rxe and siw)
 #   ./weft.sh bench [WHAT] install the tools weft is compared with, build, and run
-#                          bench/compare.py, kv_vs_redis.py or allreduce_vs_mpi.py
-#                          (WHAT: transport, kv or allreduce; ARGS after it go to the script)
+#                          bench/compare.py, kv_vs_redis.py, allreduce_vs_mpi.py or
+#                          iops_vs_fio.py (WHAT: transport, kv, allreduce or iops; ARGS
+#                          after it go to the script)
 #
 # Idempotent, and quiet on success apart from results: the output of package
 # installs and builds is shown only when they fail.
@@ -137,7 +138,8 @@ bench)
     transport) exec "$root/bench/compare.py" "$@" ;;
     kv) exec "$root/bench/kv_vs_redis.py" "$@" ;;
     allreduce) exec "$root/bench/allreduce_vs_mpi.py" "$@" ;;
-    *) echo "weft.sh bench: WHAT is transport, kv or allreduce, not '$what'" >&2; exit 2 ;;
+    iops) exec "$root/bench/iops_vs_fio.py" "$@" ;;
+    *) echo "weft.sh bench: WHAT is transport, kv, allreduce or iops, not '$what'" >&2; exit 2 ;;
     esac
     ;;
 lab)
@@ -146,7 +148,7 @@ lab)
     lab
     ;;
 *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
