@@ -148,13 +148,15 @@ public:
     bool notify_needs_receive() const noexcept { return framed_ || rx_cq_data_; }
     bool supports_atomics() const noexcept { return atomics_; }
     /// With credit-based flow control (iWARP): the peer's receive slots, the
-    /// messages sent so far and the slots the peer has handed back. All 0 without.
+    /// messages sent so far (weft's nudges among them: sent while the peer's
+    /// hello was late) and the slots the peer has handed back. All 0 without.
     struct Credits {
-        std::uint64_t peer_slots, sent, returned;
+        std::uint64_t peer_slots, sent, returned, nudges;
     };
     Credits credits() const noexcept
     {
-        return {credits_.peer_slots(), credits_.sent(), credits_.on() ? credits_.returned() : 0};
+        return {credits_.peer_slots(), credits_.sent(), credits_.on() ? credits_.returned() : 0,
+                credits_.on() ? hello_.nudges : 0};
     }
     bool progress_thread() const noexcept { return q_->progress_thread(); }
     /// How often the progress thread had to drive this idle endpoint (0 without one).
