@@ -60,6 +60,25 @@ def redis_case(port, op, value, clients, depth, ops, keys):
     sys.exit(f"redis-benchmark printed no {op} line: {out}")
 
 
+def redis_fill(port, value, keys):
+    """SET every key redis-benchmark -r KEYS names (key:%012d), through redis-cli --pipe."""
+    v = "x" * value
+    cmds = "".join(f"*3\r\n$3\r\nSET\r\n$16\r\nkey:{k:012d}\r\n${value}\r\n{v}\r\n"
+                   for k in range(keys))
+    subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=cmds, text=True,
+                   capture_output=True, timeout=600, check=True)
+
+
+def weft_fill(server, env, value, keys):
+    """PUT every key once (weft-kv-load's fill), nothing else."""
+    out = subprocess.run(
+        [f"{ROOT}/build/examples/weft-kv-load", server, "--clients", "1", "--ops", "1",
+         "--keys", str(keys), "--value", str(value), "--get", "1"],
+        capture_output=True, text=True, timeout=600, env=env)
+    if out.returncode != 0:
+        sys.exit(f"filling the weft KV server failed: {out.stdout}{out.stderr}")
+
+
 def weft_case(server, env, op, value, clients, depth, ops, keys):
     """ops/s, p50 µs, p99 µs of weft-kv-load (GET: --get 1, SET: --get 0)."""
     out = subprocess.run(
@@ -117,11 +136,15 @@ def main():
             return servers
 
         results = {}  # (tool, op, value, clients, depth) -> [(ops/s, p50, p99)]
-        for value in values:  # every key set first, at this value size
+        for value in values:  # every key set first, at this value size: no GET misses
+            for p in procs[1:]:  # the last value's weft servers
+                p.terminate()
+                p.wait(timeout=10)
+            del procs[1:]
             weft = start_weft(value)
-            redis_case(rport, "set", value, 8, 16, a.keys * 4, a.keys)
+            redis_fill(rport, value, a.keys)
             for p, (server, env) in weft.items():
-                weft_case(server, env, "set", value, 1, 16, a.keys * 4, a.keys)
+                weft_fill(server, env, value, a.keys)
             for r in range(a.rounds):
                 for op in ops_kinds:
                     for c in clients:

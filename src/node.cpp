@@ -297,6 +297,8 @@ std::size_t Node::poll(std::span<Completion> out)
 {
     const Use use(*this, "Node::poll");
     tend();
+    if (!watched_.empty()) [[unlikely]] // a loop that only polls learns of peers that left
+        check_watched();
     return q_->poll(out);
 }
 

@@ -83,6 +83,7 @@ try {
     } catch (const weft::UsageError& e) {
         std::cout << e.what() << ": idle, this server naps 50 us at a time" << std::endl;
         options.waiting = weft::Waiting::spin;
+        options.progress = weft::Progress::polling; // this loop polls every Node: no thread each
         listening.emplace(options, "0.0.0.0", port);
     }
     weft::Server& server = *listening;

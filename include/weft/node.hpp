@@ -107,8 +107,8 @@ public:
     void mark_lost(PeerId peer, std::string why);
     /// Ties `peer` to a descriptor it holds the other end of (its side
     /// channel): once that end closes (the peer exited, was killed, or closed
-    /// its connection), the peer is lost. Looked at while the Node waits or
-    /// progresses, at most once a millisecond. `fd` stays open until the peer
+    /// its connection), the peer is lost. Looked at while the Node polls,
+    /// waits or progresses, at most once a millisecond. `fd` stays open until the peer
     /// is removed.
     void watch(PeerId peer, int fd);
     /// remove_peer from any thread, at any time: done now when the Node is

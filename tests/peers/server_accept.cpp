@@ -11,6 +11,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -248,4 +249,33 @@ TEST_CASE("server: a client's wish that the server overrides is named", "[server
     CHECK_THAT(said, Catch::Contains("WEFT_PROVIDER=sockets on this side is not used: the server "
                                      "chose tcp"));
     CHECK_THAT(said, Catch::Contains("allows shared memory"));
+}
+
+TEST_CASE("server: a loop that only polls learns that a client left, and try_accept takes the "
+          "next without waiting",
+          "[server][accept][process]")
+{
+    // A service's loop (the KV server's): try_accept and poll, nothing else. On RDM
+    // only the client's side channel says it left; the poll looks at it.
+    WEFT_EACH_CELL(c);
+    const Options o = test::options_for(c);
+    Server server(o, test::test_address(), 0);
+    CHECK_FALSE(server.try_accept()); // nobody yet: none, at once
+    auto client = std::async(std::launch::async, [&] {
+        return Connection::connect(test::at(server.port()), o, soon(60s));
+    });
+    std::optional<Connection> accepted;
+    for (const Deadline until = soon(60s); !accepted && !until.expired();)
+        accepted = server.try_accept();
+    REQUIRE(accepted);
+    {
+        const Connection gone = client.get(); // the client goes at the end of this scope
+    }
+    Node& node = accepted->node();
+    const Deadline until = soon(20s);
+    while (!node.is_lost(accepted->peer_id()) && !until.expired()) {
+        Completion got[4];
+        (void)node.poll(got);
+    }
+    CHECK(node.is_lost(accepted->peer_id()));
 }
