@@ -74,7 +74,7 @@ try {
     Table t{kv::Geometry{argc > 2 ? static_cast<std::uint32_t>(std::atol(argv[2])) : 1u << 16, 64,
                          argc > 3 ? static_cast<std::uint32_t>(std::atol(argv[3])) : 4096, 16}};
     // Idle, the server sleeps on its Nodes' descriptors; a provider without one (shm) is
-    // refused that, and the server naps 50 us at a time instead.
+    // refused that, and the server naps 50 us at a time instead (1 ms with no client).
     weft::Options options;
     options.waiting = weft::Waiting::sleep;
     std::optional<weft::Server> listening;
@@ -166,7 +166,7 @@ try {
         if (found) {
             busy = weft::Deadline::after(microseconds(200));
         } else if (busy.expired() && options.waiting == weft::Waiting::spin) {
-            std::this_thread::sleep_for(microseconds(50));
+            std::this_thread::sleep_for(nodes.empty() ? microseconds(1000) : microseconds(50));
         } else if (busy.expired() &&
                    std::ranges::all_of(nodes, [](auto& e) { return e.second.node->trywait(); })) {
             epoll_event ev[16];
