@@ -6,7 +6,8 @@ for both, so that slow and fast moments of a noisy machine hit both alike; the
 report gives the median of the rounds and weft's time as a multiple of MPI's
 (below 1: weft is faster). Floats, summed; every call's sums are checked by both
 programs before they are timed. weft runs on the providers asked for (shm: the
-same host's shared memory, as Open MPI's vader; tcp); where the ranks outnumber
+same host's shared memory, as Open MPI's default vader; tcp, beside Open MPI
+restricted to its TCP transport, --mca btl tcp,self); where the ranks outnumber
 the cores, weft's waits yield the core (--yield), as Open MPI's do when
 oversubscribed.
 
@@ -25,8 +26,8 @@ WEFT = f"{ROOT}/build/examples/weft-allreduce"
 MPI = f"{ROOT}/build/bench/weft-allreduce-mpi"
 
 
-def run(ranks, program, args, env=()):
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)]
+def run(ranks, program, args, env=(), mca=()):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + list(mca)
     for e in env:
         cmd += ["-x", e]
     out = subprocess.run(cmd + [program] + args + ["--csv"], capture_output=True, text=True,
@@ -60,6 +61,9 @@ def main():
         for n in [int(x) for x in a.ranks.split(",")]:
             for b, us in run(n, MPI, sizes).items():
                 results.setdefault(("MPI_Allreduce", n, b), []).append(us)
+            if "tcp" in a.providers.split(","):  # Open MPI over its TCP transport, beside weft's tcp
+                for b, us in run(n, MPI, sizes, mca=["--mca", "btl", "tcp,self"]).items():
+                    results.setdefault(("MPI tcp btl", n, b), []).append(us)
             for p in a.providers.split(","):
                 extra = ["--yield"] if n > cores else []
                 for b, us in run(n, WEFT, sizes + extra, [f"WEFT_PROVIDER={p}"]).items():
