@@ -66,79 +66,62 @@ TEST_CASE("members: each member that joins is a peer of every other and its noti
     // Member "a" writes to the service; "b" stays until told to leave. Each
     // keeps its store (its lease) to the end: only leaving takes its key.
     std::atomic<bool> b_leave{false};
-    std::atomic<bool> done{false};
     std::string a_saw_b;
-    std::string error_a, error_b;
-    const auto member = [&](const std::string& name, std::string& error) {
-        try {
-            auto store = store_for(prefix);
-            auto node = Node::open_like(o, service_node->address());
-            Members me(store, node, "m/", name, soon(30s));
-            const PeerId to_service = me.wait_for("service", soon(30s));
-            if (name == "a") {
-                const PeerId b = me.wait_for("b", soon(30s)); // members see each other too
-                a_saw_b = *me.name_of(b);
-                auto src = node->allocate(64, Access::local);
-                int ctx = 0;
-                const auto at = RemoteRegion::decode(store->get("inbox", soon(30s)));
-                node->write_notify(to_service, src->slice(0, 64), at, 0, 7, &ctx);
-                (void)node->wait(&ctx, soon(60s));
-            }
-            const Deadline until = soon(60s);
-            while (!(name == "b" ? b_leave.load() : done.load()) && !until.expired())
-                node->progress();
-            me.leave();
-            while (!done && !until.expired())
-                node->progress();
-        } catch (const std::exception& e) {
-            error = e.what();
+    const auto member = [&](const std::string& name, const std::atomic<bool>& done) {
+        auto store = store_for(prefix);
+        auto node = Node::open_like(o, service_node->address());
+        Members me(store, node, "m/", name, soon(30s));
+        const PeerId to_service = me.wait_for("service", soon(30s));
+        if (name == "a") {
+            const PeerId b = me.wait_for("b", soon(30s)); // members see each other too
+            a_saw_b = *me.name_of(b);
+            auto src = node->allocate(64, Access::local);
+            int ctx = 0;
+            const auto at = RemoteRegion::decode(store->get("inbox", soon(30s)));
+            node->write_notify(to_service, src->slice(0, 64), at, 0, 7, &ctx);
+            (void)node->wait(&ctx, soon(60s));
         }
+        const Deadline until = soon(60s);
+        while (!(name == "b" && b_leave) && !done && !until.expired())
+            node->progress();
+        me.leave();
+        while (!done && !until.expired())
+            node->progress();
     };
-    std::thread a([&] { member("a", error_a); });
-    std::thread b([&] { member("b", error_b); });
-    const auto join = [&] {
-        b_leave = done = true;
-        a.join();
-        b.join();
-    };
-    try {
-        std::map<std::string, PeerId> joined;
-        for (int n = 0; n < 2; ++n) {
-            const Members::Change ch = next_change(service);
-            CHECK(ch.kind == Members::Change::Kind::joined);
-            REQUIRE(service.name_of(ch.peer));
-            CHECK(*service.name_of(ch.peer) == ch.name);
-            joined[ch.name] = ch.peer;
-        }
-        REQUIRE(joined.size() == 2);
-        CHECK(joined.count("a") == 1);
-        CHECK(joined["a"] != joined["b"]);
-        CHECK(service.size() == 2);
-
-        const Completion note = service_node->wait_for(Op::notify, soon(60s));
-        CHECK(note.data == 7);
-        CHECK(note.peer == joined["a"]);
-
-        b_leave = true; // b's key is erased; its store, and its lease, live on
-        const Members::Change left = next_change(service);
-        CHECK(left.kind == Members::Change::Kind::left);
-        CHECK(left.name == "b");
-        CHECK(left.peer == joined["b"]);
-        REQUIRE(service.name_of(left.peer)); // named until the next call of next()
-        CHECK(*service.name_of(left.peer) == "b");
-        CHECK_FALSE(service.find("b"));
-        auto src = service_node->allocate(64, Access::local);
-        int ctx = 0;
-        CHECK_THROWS_AS(service_node->send(left.peer, src->slice(0, 8), &ctx), UsageError);
-        CHECK_FALSE(service.next(Deadline::after(100ms)));
-        CHECK(service.name_of(left.peer) == nullptr);
-    } catch (...) {
-        join();
-        throw;
+    test::Target a([&](const std::atomic<bool>& done) { member("a", done); });
+    test::Target b([&](const std::atomic<bool>& done) { member("b", done); });
+    std::map<std::string, PeerId> joined;
+    for (int n = 0; n < 2; ++n) {
+        const Members::Change ch = next_change(service);
+        CHECK(ch.kind == Members::Change::Kind::joined);
+        REQUIRE(service.name_of(ch.peer));
+        CHECK(*service.name_of(ch.peer) == ch.name);
+        joined[ch.name] = ch.peer;
     }
-    join();
-    CHECK(error_a.empty());
-    CHECK(error_b.empty());
+    REQUIRE(joined.size() == 2);
+    CHECK(joined.count("a") == 1);
+    CHECK(joined["a"] != joined["b"]);
+    CHECK(service.size() == 2);
+
+    const Completion note = service_node->wait_for(Op::notify, soon(60s));
+    CHECK(note.data == 7);
+    CHECK(note.peer == joined["a"]);
+
+    b_leave = true; // b's key is erased; its store, and its lease, live on
+    const Members::Change left = next_change(service);
+    CHECK(left.kind == Members::Change::Kind::left);
+    CHECK(left.name == "b");
+    CHECK(left.peer == joined["b"]);
+    REQUIRE(service.name_of(left.peer)); // named until the next call of next()
+    CHECK(*service.name_of(left.peer) == "b");
+    CHECK_FALSE(service.find("b"));
+    auto src = service_node->allocate(64, Access::local);
+    int ctx = 0;
+    CHECK_THROWS_AS(service_node->send(left.peer, src->slice(0, 8), &ctx), UsageError);
+    CHECK_FALSE(service.next(Deadline::after(100ms)));
+    CHECK(service.name_of(left.peer) == nullptr);
+    CHECK(a.finish().empty());
+    CHECK(b.finish().empty());
     CHECK(a_saw_b == "b");
 }
 

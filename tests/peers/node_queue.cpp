@@ -89,60 +89,42 @@ TEST_CASE("node: poll returns a notification that waits behind entries of a remo
     const PeerId leaving_id = server->add_peer(leaving->address());
     const PeerId staying_id = server->add_peer(staying->address());
     std::atomic<int> phase{0}; // 1: both notified once; 2: go on; 3: staying posted its second
-    const auto client = [&](Node& me, std::uint32_t value, bool second) {
+    const auto client = [&](Node& me, std::uint32_t value, bool second,
+                            const std::atomic<bool>& done) {
         const PeerId srv = me.add_peer(server->address());
         auto src = me.allocate(64, Access::local);
         int ctx = 0;
         me.write_notify(srv, src->slice(0, 64), inbox->remote(), 0, value, &ctx);
         (void)me.wait(&ctx, soon(60s));
         const Deadline until = soon(60s);
-        while (phase < 2 && !until.expired())
+        while (phase < 2 && !done && !until.expired())
             me.progress();
         if (second) {
             me.write_notify(srv, src->slice(0, 64), inbox->remote(), 0, 7, &ctx);
             phase = 3;
             (void)me.wait(&ctx, soon(60s));
         }
-        while (phase < 4 && !until.expired())
+        while (!done && !until.expired())
             me.progress();
     };
-    std::string error_a, error_b;
-    const auto guarded = [&](Node& me, std::uint32_t value, bool second, std::string& error) {
-        try {
-            client(me, value, second);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    };
-    std::thread a([&] { guarded(*leaving, 1, false, error_a); });
-    std::thread b([&] { guarded(*staying, 2, true, error_b); });
-    const auto join = [&] {
-        phase = 4;
-        a.join();
-        b.join();
-    };
-    try {
-        for (int n = 0; n < 2; ++n)
-            (void)server->wait_for(Op::notify, soon(60s));
-        server->remove_peer(leaving_id); // its endpoint closes; what it leaves stays queued
-        phase = 2;
-        const Deadline until = soon(60s);
-        while (phase < 3 && !until.expired())
-            std::this_thread::sleep_for(1ms); // the server reads nothing meanwhile
-        REQUIRE(phase == 3);
-        std::this_thread::sleep_for(300ms); // the write is at the server's endpoint
-        std::array<Completion, 16> got;
-        const std::size_t n = server->poll(got);
-        INFO(n << " completions");
-        REQUIRE(n == 1);
-        CHECK(got[0].op == Op::notify);
-        CHECK(got[0].data == 7);
-        CHECK(got[0].peer == staying_id);
-    } catch (...) {
-        join();
-        throw;
-    }
-    join();
-    CHECK(error_a.empty());
-    CHECK(error_b.empty());
+    test::Target a([&](const std::atomic<bool>& done) { client(*leaving, 1, false, done); });
+    test::Target b([&](const std::atomic<bool>& done) { client(*staying, 2, true, done); });
+    for (int n = 0; n < 2; ++n)
+        (void)server->wait_for(Op::notify, soon(60s));
+    server->remove_peer(leaving_id); // its endpoint closes; what it leaves stays queued
+    phase = 2;
+    const Deadline until = soon(60s);
+    while (phase < 3 && !until.expired())
+        std::this_thread::sleep_for(1ms); // the server reads nothing meanwhile
+    REQUIRE(phase == 3);
+    std::this_thread::sleep_for(300ms); // the write is at the server's endpoint
+    std::array<Completion, 16> got;
+    const std::size_t n = server->poll(got);
+    INFO(n << " completions");
+    REQUIRE(n == 1);
+    CHECK(got[0].op == Op::notify);
+    CHECK(got[0].data == 7);
+    CHECK(got[0].peer == staying_id);
+    CHECK(a.finish().empty());
+    CHECK(b.finish().empty());
 }
