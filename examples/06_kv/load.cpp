@@ -3,7 +3,8 @@
 // value read is checked (a value names its key and the PUT that wrote it, and its bytes
 // follow from both); the run fails on one wrong value. Prints ops/s and p50/p99 latency,
 // and one CSV line with --csv.
-//   weft-kv-load HOST:PORT --clients 8 --depth 16 --ops 1000000 --value 4096 --get 0.9
+//   weft-kv-load HOST:PORT [HOST:PORT...] --clients 8 --depth 16 --ops 1000000 --value 4096 --get 0.9
+// With several servers, each is a shard: a key lives on one, chosen by its hash.
 #include "kv_client.hpp"
 
 #include <sys/mman.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <cmath>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -28,7 +30,7 @@
 namespace {
 
 struct Config {
-    std::string server;
+    std::vector<std::string> servers; // the shards: a key lives on servers[shard_of(key)]
     unsigned clients = 1, depth = 16;
     std::uint64_t ops = 100000, keys = 10000;
     std::uint32_t value = 64;
@@ -37,6 +39,21 @@ struct Config {
 };
 
 std::string key_of(std::uint64_t k) { return fmt::format("key:{:012}", k); }
+
+/// The shard of key k: other bits of the key's hash than its slot's.
+std::size_t shard_of(std::uint64_t k, std::size_t shards)
+{
+    return static_cast<std::size_t>((kv::hash(key_of(k)) >> 40) % shards);
+}
+
+/// A client of every shard, in the same order as the servers.
+std::vector<std::unique_ptr<kv::Client>> connect_all(const Config& cfg)
+{
+    std::vector<std::unique_ptr<kv::Client>> out;
+    for (const std::string& s : cfg.servers)
+        out.push_back(std::make_unique<kv::Client>(s, weft::Deadline::after(std::chrono::seconds(60))));
+    return out;
+}
 
 /// The value PUT number `gen` writes under key `k`: [k u32][gen u32][bytes of both].
 void value_of(std::uint64_t k, std::uint32_t gen, std::span<std::byte> v)
@@ -92,95 +109,119 @@ struct Result {
     double seconds = 0;
 };
 
-/// One client: `ops` operations, `depth` at a time; latencies in ns appended to `lat`.
+/// One client process: `ops` operations, `depth` at a time on each shard; latencies in ns
+/// into `lat`.
 Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
                   std::atomic<unsigned>& connected, int go_fd, std::span<std::uint32_t> lat)
 {
-    kv::Client c(cfg.server, weft::Deadline::after(std::chrono::seconds(60)));
+    const auto shards = connect_all(cfg);
     ++connected;
-    const unsigned depth = std::min(cfg.depth, c.depth());
+    const unsigned depth = std::min(cfg.depth, shards[0]->depth());
     Keys keys(cfg.keys, cfg.zipf, seed);
+    std::vector<bool> has_keys(shards.size()); // a shard no key maps to stays idle
+    for (std::uint64_t k = 0; k < cfg.keys; ++k)
+        has_keys[shard_of(k, shards.size())] = true;
     const bool crowded = cfg.clients >= std::thread::hardware_concurrency();
     struct Lane {
         std::uint64_t key;
         std::chrono::steady_clock::time_point start;
     };
-    std::vector<Lane> lanes(depth);
+    std::vector<Lane> lanes(shards.size() * depth); // shard s's lane l: s * depth + l
     std::vector<std::byte> value(cfg.value);
     char go;
     if (::read(go_fd, &go, 1) != 1) // all clients connected: start together
         throw std::runtime_error("the load's parent went away");
     Result r;
     std::uint64_t started = 0;
-    const auto start = [&](std::uint32_t lane) {
-        const std::uint64_t k = keys.next();
-        lanes[lane] = {k, std::chrono::steady_clock::now()};
+    const auto start = [&](std::size_t s, std::uint32_t lane) {
+        std::uint64_t k = keys.next();
+        while (shard_of(k, shards.size()) != s) // a key of this shard, as the keys fall
+            k = keys.next();
+        lanes[s * depth + lane] = {k, std::chrono::steady_clock::now()};
         if (std::uniform_real_distribution<double>(0, 1)(keys.rng()) < cfg.get) {
-            c.start_get(lane, key_of(k));
+            shards[s]->start_get(lane, key_of(k));
         } else {
             value_of(k, static_cast<std::uint32_t>(keys.rng()()), value);
-            c.start_put(lane, key_of(k), value);
+            shards[s]->start_put(lane, key_of(k), value);
         }
         ++started;
     };
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::uint32_t l = 0; l < depth && started < ops; ++l)
-        start(l);
+    for (std::uint32_t l = 0; l < depth; ++l)
+        for (std::size_t s = 0; s < shards.size() && started < ops; ++s)
+            if (has_keys[s])
+                start(s, l);
     auto stall = weft::Deadline::after(std::chrono::seconds(30));
     std::array<kv::Client::Done, 16> done;
     while (r.ops < ops) {
-        const std::size_t n = c.poll(done);
-        if (n > 0)
+        std::size_t found = 0;
+        for (std::size_t s = 0; s < shards.size(); ++s) {
+            const std::size_t n = shards[s]->poll(done);
+            found += n;
+            for (const kv::Client::Done& d : std::span(done).first(n)) {
+                const Lane& l = lanes[s * depth + d.lane];
+                lat[r.ops] = static_cast<std::uint32_t>(std::min<std::int64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                         l.start)
+                        .count(),
+                    UINT32_MAX));
+                ++r.ops;
+                const bool right = d.kind == kv::Kind::get
+                                       ? d.status == kv::Status::ok && value_is_right(l.key, d.value, cfg.value)
+                                       : d.status == kv::Status::ok;
+                r.wrong += !right;
+                if (started < ops)
+                    start(s, d.lane);
+            }
+        }
+        if (found > 0)
             stall = weft::Deadline::after(std::chrono::seconds(30));
         else if (crowded)
             std::this_thread::yield(); // more clients than cores: let the others (and the server) run
-        if (n == 0 && stall.expired())
+        if (found == 0 && stall.expired())
             throw std::runtime_error(fmt::format("no operation finished in 30 s ({} of {} done)", r.ops, ops));
-        for (const kv::Client::Done& d : std::span(done).first(n)) {
-            const Lane& l = lanes[d.lane];
-            lat[r.ops] = (static_cast<std::uint32_t>(std::min<std::int64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - l.start)
-                    .count(),
-                UINT32_MAX)));
-            ++r.ops;
-            if (d.kind == kv::Kind::get ? (d.status != kv::Status::ok || !value_is_right(l.key, d.value, cfg.value))
-                                        : d.status != kv::Status::ok)
-                ++r.wrong;
-            if (started < ops)
-                start(d.lane);
-        }
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.torn = c.torn();
+    for (const auto& c : shards)
+        r.torn += c->torn();
     return r;
 }
 
-/// Every key PUT once (generation 0), so that every GET finds its key.
+/// Every key PUT once (generation 0) on its shard, so that every GET finds its key.
 void fill(const Config& cfg)
 {
-    kv::Client c(cfg.server, weft::Deadline::after(std::chrono::seconds(60)));
+    const auto shards = connect_all(cfg);
     std::vector<std::byte> value(cfg.value);
-    std::uint64_t next = 0, done = 0;
-    std::array<kv::Client::Done, 16> got;
-    for (std::uint32_t l = 0; l < c.depth() && next < cfg.keys; ++l, ++next) {
-        value_of(next, 0, value);
-        c.start_put(l, key_of(next), value);
-    }
-    auto stall = weft::Deadline::after(std::chrono::seconds(30));
-    while (done < cfg.keys) {
-        const std::size_t n = c.poll(got);
-        if (n == 0 && stall.expired())
-            throw std::runtime_error("filling the table: no PUT answered in 30 s");
-        for (const auto& d : std::span(got).first(n)) {
-            if (d.status != kv::Status::ok)
-                throw std::runtime_error(fmt::format("filling the table: {} (give the server more slots)",
-                                                     kv::to_string(d.status)));
-            ++done;
-            stall = weft::Deadline::after(std::chrono::seconds(30));
-            if (next < cfg.keys) {
-                value_of(next, 0, value);
-                c.start_put(d.lane, key_of(next), value);
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+        kv::Client& c = *shards[s];
+        std::uint64_t next = 0, done = 0, mine = 0;
+        for (std::uint64_t k = 0; k < cfg.keys; ++k)
+            mine += shard_of(k, shards.size()) == s;
+        const auto put_next = [&](std::uint32_t lane) { // the next key of this shard, if any
+            while (next < cfg.keys && shard_of(next, shards.size()) != s)
                 ++next;
+            if (next == cfg.keys)
+                return;
+            value_of(next, 0, value);
+            c.start_put(lane, key_of(next), value);
+            ++next;
+        };
+        for (std::uint32_t l = 0; l < c.depth(); ++l)
+            put_next(l);
+        std::array<kv::Client::Done, 16> got;
+        auto stall = weft::Deadline::after(std::chrono::seconds(30));
+        while (done < mine) {
+            const std::size_t n = c.poll(got);
+            if (n == 0 && stall.expired())
+                throw std::runtime_error("filling the table: no PUT answered in 30 s");
+            for (const auto& d : std::span(got).first(n)) {
+                if (d.status != kv::Status::ok)
+                    throw std::runtime_error(fmt::format(
+                        "filling the table of {}: {} (give the server more slots)", cfg.servers[s],
+                        kv::to_string(d.status)));
+                ++done;
+                stall = weft::Deadline::after(std::chrono::seconds(30));
+                put_next(d.lane);
             }
         }
     }
@@ -192,7 +233,7 @@ int main(int argc, char** argv)
 try {
     Config cfg;
     CLI::App app{"Load on a weft KV node from client processes started together"};
-    app.add_option("server", cfg.server, "the KV server's HOST:PORT")->required();
+    app.add_option("servers", cfg.servers, "the KV servers' HOST:PORT, one per shard")->required();
     app.add_option("--clients", cfg.clients, "client processes")->check(CLI::Range(1u, 1024u));
     app.add_option("--depth", cfg.depth, "operations in flight per client")->check(CLI::Range(1u, 1024u));
     app.add_option("--ops", cfg.ops, "operations in all")->check(CLI::PositiveNumber);

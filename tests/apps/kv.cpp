@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <memory>
 #include <regex>
 #include <string>
 #include <thread>
@@ -59,12 +60,9 @@ struct Load {
     std::uint64_t wrong = ~0ull, torn = 0, ops = 0;
 };
 
-/// weft-kv-load with `args`, its CSV line read back.
-Load load(const KvServer& s, std::vector<std::string> args)
+/// What weft-kv-load printed, its CSV line read back.
+Load read_load(const weft::test::Ran& r)
 {
-    std::vector<std::string> argv{WEFT_KV_LOAD_PATH, s.at(), "--csv"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const auto r = weft::test::run(Command{argv, s.env()}, 300s, "kv-load");
     Load l{r.status, r.output};
     // clients,depth,value,get,zipf,ops,seconds,ops_per_s,p50_us,p99_us,wrong,torn,failed
     std::smatch m;
@@ -76,6 +74,18 @@ Load load(const KvServer& s, std::vector<std::string> args)
     }
     return l;
 }
+
+/// weft-kv-load on `servers` (each a shard) with `args`.
+Load load(const std::vector<const KvServer*>& servers, std::vector<std::string> args)
+{
+    std::vector<std::string> argv{WEFT_KV_LOAD_PATH};
+    for (const KvServer* s : servers)
+        argv.push_back(s->at());
+    argv.push_back("--csv");
+    argv.insert(argv.end(), args.begin(), args.end());
+    return read_load(weft::test::run(Command{argv, servers[0]->env()}, 300s, "kv-load"));
+}
+Load load(const KvServer& s, std::vector<std::string> args) { return load({&s}, std::move(args)); }
 
 } // namespace
 
@@ -163,4 +173,27 @@ TEST_CASE("kv: a client killed mid-load leaves the server serving the others",
     CHECK(s.stop() == 0);
     INFO(s.process().output());
     CHECK(s.process().output().find("served ") != std::string::npos);
+}
+
+TEST_CASE("kv: three servers as shards, each key on one: every value right, every shard serves",
+          "[kv][app][process]")
+{
+    std::vector<std::unique_ptr<KvServer>> shards;
+    std::vector<const KvServer*> at;
+    for (int s = 0; s < 3; ++s)
+        at.push_back(shards.emplace_back(std::make_unique<KvServer>("tcp")).get());
+    const Load l = load(at, {"--clients", "3", "--depth", "8", "--ops", "30000", "--keys", "3000",
+                             "--value", "512", "--get", "0.7"});
+    INFO(l.output);
+    CHECK(l.status == 0);
+    CHECK(l.ops == 30000);
+    CHECK(l.wrong == 0);
+    for (auto& s : shards) {
+        CHECK(s->stop() == 0);
+        const std::string said = s->process().output();
+        INFO(said);
+        const auto served = said.find("served ");
+        REQUIRE(served != std::string::npos);
+        CHECK(std::stoull(said.substr(served + 7)) > 500); // its share of the fill and the PUTs
+    }
 }
