@@ -309,6 +309,10 @@ void Completions::stash_some()
     const std::size_t n = drain(got);
     for (std::size_t i = 0; i < n; ++i)
         deferred_.push_back(got[i]);
+    // The endpoints' own waits (fences, credits, hellos, connects) spin here:
+    // under Waiting::yield they give the core away as the other waits do.
+    if (yielding_ && !read_any_ && (++stash_spins_ & yield_every) == 0) [[unlikely]]
+        yield_core();
 }
 
 void Completions::repost_lent()
