@@ -18,6 +18,11 @@
 /// join. A key there that is no weft Node address of this Node's provider is
 /// reported as refused, with why, and changes nothing.
 ///
+/// What a member sends before this member has seen it join (next()) cannot
+/// be named (RDM: its source is not in the address vector yet): let a member
+/// write only once told it was seen (the service publishes its inbox then,
+/// in examples/05_service).
+///
 /// A member's Node should be its own: two names with one Node's address are
 /// one peer, and the leave of either removes it.
 ///
