@@ -245,24 +245,8 @@ std::size_t Completions::drain(std::span<Completion> out)
 {
     activity_.note();
     const std::uint64_t absorbed_before = absorptions_;
-    std::size_t n = 0;
-    const std::size_t m = read_batch(out, n);
-    read_any_ = n > 0 || absorptions_ != absorbed_before;
-    // Nothing of a closed endpoint is left once a read finds the queue empty;
-    // a read that absorbed an error entry (n == 0 too) has not: a closed
-    // endpoint's cancelled receives come one entry per read, and a block
-    // reused early would lend the rest to its next owner (on tcp, such a
-    // crossing loses the new connection's peer).
-    if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
-        free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
-        quarantine_.clear();
-    }
-    return m;
-}
-
-std::size_t Completions::read_batch(std::span<Completion> out, std::size_t& n)
-{
     std::array<fi_cq_data_entry, poll_batch> entries;
+    std::size_t n = 0;
     std::size_t m = 0;
     if (sources_) {
         // One at a time: an entry's Completion must get its own source.
@@ -278,8 +262,18 @@ std::size_t Completions::read_batch(std::span<Completion> out, std::size_t& n)
         n = read_cq(entries.data(), std::min(poll_batch, out.size()));
         m = translate_all(entries.data(), n, out);
     }
+    read_any_ = n > 0 || absorptions_ != absorbed_before;
     if (!follow_ups_.empty())
         run_follow_ups();
+    // Nothing of a closed endpoint is left once a read finds the queue empty;
+    // a read that absorbed an error entry (n == 0 too) has not: a closed
+    // endpoint's cancelled receives come one entry per read, and a block
+    // reused early would lend the rest to its next owner (on tcp, such a
+    // crossing loses the new connection's peer).
+    if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
+        free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
+        quarantine_.clear();
+    }
     return m;
 }
 

@@ -166,13 +166,11 @@ void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
                      FI_COMPLETION | (queue_bypassing_reads_ ? FI_DELIVERY_COMPLETE : 0));
     await_fence(deadline, "the flush read");
     std::erase(unflushed_peers_, peer.addr);
-    unflushed_ = !unflushed_peers_.empty();
 }
 
 void Endpoint::flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer)
 {
-    if (std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer.addr) ==
-        unflushed_peers_.end())
+    if (!unflushed(peer.addr))
         return; // writes to other peers only
     // The read itself would go through the queue only with delivery
     // completion, and then so would every later one: one queued byte of the
@@ -205,7 +203,7 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
             return;
     for (const Local& l : dst)
         q_->keep_sink(l);
-    if (unflushed_)
+    if (!unflushed_peers_.empty())
         flush_before_read(src, offset, peer);
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
     post<fi_readmsg>("fi_readmsg", &msg, FI_COMPLETION);

@@ -297,8 +297,6 @@ std::size_t Node::poll(std::span<Completion> out)
 {
     const Use use(*this, "Node::poll");
     tend();
-    if (!watched_.empty()) [[unlikely]] // a loop that only polls learns of peers that left
-        check_watched();
     return q_->poll(out);
 }
 
@@ -339,8 +337,8 @@ void Node::sleep(Deadline deadline)
 {
     if (!epoll_fd_)
         throw UsageError("Node::sleep", -FI_EINVAL, std::string(provider()),
-                         "this Node does not sleep (Options::waiting is not Waiting::sleep): open it with "
-                         "Waiting::sleep to sleep");
+                         "this Node does not sleep (Options::waiting is not Waiting::sleep): "
+                         "open it with Waiting::sleep to sleep");
     epoll_event ev{};
     (void)::epoll_wait(epoll_fd_.get(), &ev, 1, deadline.remaining_ms());
 }
@@ -349,7 +347,6 @@ void Node::progress()
 {
     const Use use(*this, "Node::progress");
     tend();
-    check_watched();
     // Where a killed peer can leave the provider spinning on a lock it held
     // (Quirks::dead_peer_blocks_endpoint: shm, sockets), a Node none of whose
     // peers is alive has nothing to progress, and does not risk it.

@@ -91,7 +91,6 @@ void Node::lose(PeerId peer, std::string why)
 void Node::idle()
 {
     tend();
-    check_watched();
     // A peer waited for that is lost sends nothing more: say so now, not at
     // the deadline (what it sent before is handed out first).
     if (waiting_ && is_lost(waiting_))
@@ -141,6 +140,10 @@ void Node::check_watched()
 
 void Node::tend()
 {
+    // Peers whose side channel closed are lost, seen by every entry that
+    // tends: a loop that only polls learns of them too.
+    if (!watched_.empty()) [[unlikely]]
+        check_watched();
     // On tcp every fi_eq_read is an epoll_wait (its connection manager runs
     // inside it), and a busy poller tends on every poll. Connection events
     // are rare: while no connection is being set up, and nobody sleeps on the

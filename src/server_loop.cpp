@@ -152,11 +152,8 @@ Connection Server::accept(Deadline deadline)
     for (;;) {
         {
             const std::lock_guard lock(s.mutex);
-            if (!s.ready.empty()) {
-                Connection c = std::move(s.ready.front());
-                s.ready.pop_front();
-                return c;
-            }
+            if (auto c = s.take_ready())
+                return std::move(*c);
             if (deadline.expired())
                 detail::side_fail(
                     -FI_ETIMEDOUT,
@@ -177,11 +174,7 @@ std::optional<Connection> Server::try_accept()
     const std::lock_guard lock(s.mutex);
     if (s.ready.empty())
         s.step(Clock::duration::zero());
-    if (s.ready.empty())
-        return std::nullopt;
-    Connection c = std::move(s.ready.front());
-    s.ready.pop_front();
-    return c;
+    return s.take_ready();
 }
 
 Server::Rejections Server::rejections() const

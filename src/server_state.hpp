@@ -86,6 +86,15 @@ struct Server::State {
     State(const Options& options, SideListener listener_);
     bool msg() const { return selection->kind() == EndpointKind::msg; }
     void step(Clock::duration wait);
+    /// The first client whose bootstrap completed, if one has (the mutex held).
+    std::optional<Connection> take_ready()
+    {
+        if (ready.empty())
+            return std::nullopt;
+        Connection c = std::move(ready.front());
+        ready.pop_front();
+        return c;
+    }
     void take_new_clients();
     void read_from(detail::server::Pending& p);
     void on_frame(detail::server::Pending& p, const detail::side::Received& frame);

@@ -275,9 +275,6 @@ private:
     /// One read of the queue: the caller's completions in it (weft's own
     /// entries handled on the way); read_any_ says whether it read anything.
     std::size_t drain(std::span<Completion> out);
-    /// One read of the queue: its entries (`n`, absorbed errors not counted)
-    /// and, returned, how many of them were the caller's.
-    std::size_t read_batch(std::span<Completion> out, std::size_t& n);
     std::size_t translate_all(const fi_cq_data_entry* entries, std::size_t n,
                               std::span<Completion> out);
     std::size_t lend(std::span<const Completion> taken);

@@ -346,15 +346,11 @@ private:
     // flushes first. Per peer: an RDM endpoint serves many, and a flush to one
     // says nothing of the others.
     bool queue_bypassing_reads_ = false;
-    bool unflushed_ = false; // unflushed_peers_ is not empty
     std::vector<fi_addr_t> unflushed_peers_;
-    void note_unflushed(fi_addr_t peer)
+    bool unflushed(fi_addr_t peer) const noexcept
     {
-        if (unflushed_peers_.empty() || unflushed_peers_.back() != peer)
-            if (std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer) ==
-                unflushed_peers_.end())
-                unflushed_peers_.push_back(peer);
-        unflushed_ = true;
+        return std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer) !=
+               unflushed_peers_.end();
     }
     bool granting_ = false;         // grant_credits() is posting (and may come back)
     bool follow_up_queued_ = false; // in Completions::follow_ups_

@@ -64,7 +64,7 @@ template <auto Fn, class... A>
         if (odd_length("read", Op::read, dst.len, context))
             return;
     q_->keep_sink(dst);
-    if (unflushed_) [[unlikely]]
+    if (!unflushed_peers_.empty()) [[unlikely]]
         flush_before_read(src, offset, peer);
     post<fi_read>("fi_read", dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
     ++q_->in_flight_;
@@ -95,8 +95,8 @@ template <auto Fn, class... A>
         post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value | notify_bits_,
                                   peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
-        if (queue_bypassing_reads_) // a read must not overtake it (Quirks)
-            note_unflushed(peer.addr);
+        if (queue_bypassing_reads_ && !unflushed(peer.addr)) // a read must not overtake it
+            unflushed_peers_.push_back(peer.addr);                // (Quirks)
         return;
     }
     q_->keep_source(src);
