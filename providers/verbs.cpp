@@ -210,6 +210,7 @@ const Traits verbs = {
     .msg_path = "verbs",
     .rdm_path = "verbs;ofi_rxm",
     .preferred = EndpointKind::msg,
+    .rma_by_device = true,
     .selective_completion = false,
     .probe = verbs_probe,
     .prepare = verbs_prepare,

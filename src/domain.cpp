@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "weft/domain.hpp"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <mutex>
@@ -59,7 +60,7 @@ std::uint64_t Domain::reserve_key()
     const std::size_t key_size = info_->domain_attr->mr_key_size;
     const std::uint64_t mask =
         key_size == 0 || key_size >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * key_size)) - 1;
-    std::lock_guard lock(keys_mutex_);
+    std::lock_guard lock(mutex_);
     for (int attempt = 0; attempt < 64; ++attempt) {
         const std::uint64_t key = random_key() & mask;
         if (key != 0 && keys_.insert(key).second)
@@ -73,8 +74,20 @@ std::uint64_t Domain::reserve_key()
 
 void Domain::release_key(std::uint64_t key) noexcept
 {
-    std::lock_guard lock(keys_mutex_);
+    std::lock_guard lock(mutex_);
     keys_.erase(key);
+}
+
+void Domain::retire(std::shared_ptr<std::byte[]> memory, std::span<std::byte> pages) noexcept
+{
+    // A fresh private mapping over the range: the pages (of the heap or of a
+    // mapped file) are released, a late write lands in zeroed memory, and
+    // the range stays this domain's until it closes.
+    if (mmap(pages.data(), pages.size(), PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+        return; // out of mappings: free it now, as before
+    std::lock_guard lock(mutex_);
+    retired_.push_back(std::move(memory));
 }
 
 } // namespace weft

@@ -66,6 +66,15 @@ MemoryRegion::MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<st
 MemoryRegion::~MemoryRegion()
 {
     (void)revoke(); // close before the key is returned and before owned_ is freed
+    // A write or read still queued at this side's provider (a killed peer's)
+    // may yet land, key checked or not: the domain keeps the range while an
+    // endpoint of it may be open (this region is not its only owner).
+    if (owned_ && access_ != Access::local && domain_->quirks().rma_target_in_software &&
+        domain_.use_count() > 1) {
+        const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+        const std::size_t whole = (memory_.size() + page - 1) / page * page;
+        domain_->retire(std::move(owned_), {memory_.data(), whole});
+    }
 }
 
 bool MemoryRegion::revoke() noexcept

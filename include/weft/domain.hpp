@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_set>
+#include <vector>
 
 #include <rdma/fi_domain.h>
 
@@ -38,6 +40,13 @@ public:
     /// Returns a key when its registration is closed.
     void release_key(std::uint64_t key) noexcept;
 
+    /// Takes memory a region with remote access owned once the region is
+    /// gone, where a write queued here may still land in it
+    /// (Quirks::rma_target_in_software): its pages go back to the system now
+    /// (`pages`, whole pages: what lands there later lands in zeroed pages),
+    /// its address range when this domain closes, after its endpoints.
+    void retire(std::shared_ptr<std::byte[]> memory, std::span<std::byte> pages) noexcept;
+
     struct Private;
     Domain(Private, std::shared_ptr<Fabric> fabric, Info info, detail::FidPtr<fid_domain> fid);
 
@@ -45,8 +54,9 @@ private:
     std::shared_ptr<Fabric> fabric_;
     Info info_;
     Quirks quirks_;
-    std::mutex keys_mutex_; // registration is not the data path
+    std::mutex mutex_; // keys and retired memory: registration is not the data path
     std::unordered_set<std::uint64_t> keys_;
+    std::vector<std::shared_ptr<std::byte[]>> retired_; // freed after fid_ closes
     detail::FidPtr<fid_domain> fid_;
 };
 

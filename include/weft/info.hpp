@@ -98,6 +98,15 @@ struct Quirks {
     /// waits and progress threads then sleep at most 10 ms at a time there
     /// ("node sleep: a server with 8 idle peers uses no CPU while it waits").
     bool wait_fd_misses_data = false;
+    /// RMA into this side's memory is carried out by the provider's code on
+    /// this side as the peer's packets are read, the key checked once per
+    /// operation (every provider but verbs): a write still queued here lands
+    /// even after its region's registration is closed, e.g. a killed peer's.
+    /// A region with remote access that weft allocated keeps its address
+    /// range (not its pages) until its domain closes ("faults: a region
+    /// dropped while a killed client's writes are still queued is never
+    /// written after it is freed").
+    bool rma_target_in_software = true;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).

@@ -47,11 +47,20 @@ struct Local {
     const MemoryRegion* region = nullptr;
 };
 
-/// Owns one registration (and, from allocate(), the memory too). Keeps its
-/// Domain alive. Registration is not the data path: it may lock and allocate.
+/// Owns one registration (and, from allocate() and map_file(), the memory
+/// too). Keeps its Domain alive. Registration is not the data path: it may
+/// lock and allocate.
+///
+/// Memory a peer may reach outlives what the peer had under way: on every
+/// provider but verbs, a write queued at this side (a killed peer's) is
+/// carried out when this side next progresses, after the registration is
+/// closed (Quirks::rma_target_in_software). Memory the region owns then
+/// keeps its address range, not its pages, until the domain closes;
+/// memory given to register_memory() is the caller's to keep that long.
 class MemoryRegion : public std::enable_shared_from_this<MemoryRegion> {
 public:
-    /// Registers caller-owned memory, which must outlive the region.
+    /// Registers caller-owned memory, which must outlive the region (with
+    /// remote access, the endpoints a peer may still write through: above).
     /// `bind_to` is required when the provider wants endpoint-bound regions
     /// (FI_MR_ENDPOINT); ignored otherwise.
     static std::shared_ptr<MemoryRegion> register_memory(std::shared_ptr<Domain> domain,
@@ -118,7 +127,7 @@ private:
     bool revoked_ = false;
 
     std::shared_ptr<Domain> domain_;
-    std::shared_ptr<std::byte[]> owned_; // memory from allocate(); freed after the fid closes
+    std::shared_ptr<std::byte[]> owned_; // from allocate(), map_file(); freed (or retired) after the fid closes
     std::span<std::byte> memory_;
     Access access_;
     std::uint64_t key_ = 0;

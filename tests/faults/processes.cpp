@@ -241,6 +241,41 @@ TEST_CASE("faults: a client killed mid-stream: the server notices and accepts th
     }
 }
 
+TEST_CASE("faults: a region dropped while a killed client's writes are still queued is never "
+          "written after it is freed",
+          "[faults][process]")
+{
+    // Software providers carry an RMA write out on the target's side, as its
+    // packets are read (after the key was checked once per operation): a
+    // killed client's writes still queued at this side land when this side
+    // next progresses, even after the region's registration is closed. Here
+    // nobody progresses while they queue up; then the client is killed, the
+    // region dropped, and the server closed (which reads its queue empty).
+    // Before weft kept such memory until its endpoints closed, the provider
+    // wrote into freed memory (ASan: heap-use-after-free; without: SIGSEGV).
+    WEFT_EACH_CELL(c);
+    Options o = test::options_for(c, test::test_peer_options());
+    o.progress = Progress::polling; // no weft thread reads the queue meanwhile
+    std::optional<Server> server;
+    server.emplace(o, test::test_address(), 0);
+    std::vector<std::shared_ptr<MemoryRegion>> exposed;
+    std::optional<test::PeerProcess> client;
+    {
+        Connection conn = test::accept_streaming(*server, c, client, exposed, 8u << 20,
+                                                 Access::remote_read_write);
+        const std::byte* target = exposed.back()->data();
+        REQUIRE(test::eventually(
+            Deadline::after(20s), [&] { return !test::all_equal(target, 65536, std::byte{0}); },
+            [&] { (void)conn.endpoint().poll_one(); }));
+        std::this_thread::sleep_for(300ms); // its writes queue up unread here
+        client->kill_now();
+    }
+    exposed.clear();
+    // What the provider does with the queued writes now must not touch the
+    // freed region.
+    CHECK_NOTHROW(server.reset());
+}
+
 TEST_CASE("faults: a restarted server: an opted-in client reconnects and resumes, others get a "
           "clear error",
           "[faults][process][reconnect]")

@@ -41,6 +41,13 @@ std::vector<Case> matrix()
         for (const auto& c : all)
             if (c.label() == item)
                 out.push_back(c);
+    if (out.empty()) { // each_cell() would index an empty list
+        std::string labels;
+        for (const auto& c : all)
+            labels += (labels.empty() ? "" : ",") + c.label();
+        throw std::invalid_argument(fmt::format(
+            "WEFT_TEST_PROVIDERS={} names no cell: use labels from {}", only, labels));
+    }
     return out;
 }
 
