@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <regex>
 #include <string>
@@ -133,6 +134,48 @@ TEST_CASE("kv: 8 client processes 16 deep, GETs and PUTs of 4 KiB values, every 
     CHECK(l.status == 0);
     CHECK(l.ops == 40000);
     CHECK(l.wrong == 0);
+}
+
+TEST_CASE("kv: 64 client processes 16 deep, batch after batch: every value right, the server "
+          "keeps no descriptor or thread of a batch that left",
+          "[kv][app][process]")
+{
+    KvServer s("tcp");
+    const auto count = [&](const char* dir) { // entries of /proc/PID/DIR
+        std::size_t n = 0;
+        for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(
+                 fmt::format("/proc/{}/{}", s.process().pid(), dir)))
+            ++n;
+        return n;
+    };
+    // The server drops a client as its side channel closes: counts that held for 300 ms.
+    const auto settled = [&] {
+        auto last = std::pair{count("fd"), count("task")};
+        for (auto until = std::chrono::steady_clock::now() + 10s;
+             std::chrono::steady_clock::now() < until;) {
+            std::this_thread::sleep_for(300ms);
+            const auto now = std::pair{count("fd"), count("task")};
+            if (now == last)
+                break;
+            last = now;
+        }
+        return last;
+    };
+    std::pair<std::size_t, std::size_t> after_first;
+    for (int batch = 0; batch < 3; ++batch) {
+        INFO("batch " << batch);
+        const Load l = load(s, {"--clients", "64", "--depth", "16", "--ops", "64000", "--keys",
+                                "4000", "--value", "1024", "--get", "0.9", "--zipf", "0.99"});
+        INFO(l.output);
+        REQUIRE(l.status == 0);
+        CHECK(l.ops == 64000);
+        CHECK(l.wrong == 0);
+        if (batch == 0)
+            after_first = settled();
+        else
+            CHECK(settled() == after_first); // descriptors, threads
+    }
+    CHECK(s.stop() == 0);
 }
 
 TEST_CASE("kv: GETs racing PUTs of the same 10 keys never return a torn value: torn copies are "
