@@ -2,7 +2,7 @@
 // exactly at every size, then timed. Launch it as a group (mpirun, srun --mpi=pmix, or
 // WEFT_STORE/WEFT_RANK/WEFT_SIZE); sizes in bytes, K and M allowed:
 //   mpirun -np 4 weft-allreduce 1K 64K 4M 32M [--csv] [--yield: more ranks than cores]
-//   [--check: sums checked, nothing timed]
+//   [--check: sums checked, nothing timed] [--piece=BYTES: the unit passed on, 256K]
 // Rank 0 prints the time per call at each size; every rank whether its sums were right.
 #include "ring_allreduce.hpp"
 
@@ -25,12 +25,15 @@ int main(int argc, char** argv)
 try {
     std::vector<std::size_t> sizes;
     bool csv = false, yield = false, time = true;
+    std::size_t piece = 256 << 10;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         csv |= a == "--csv";
         yield |= a == "--yield";
         time &= a != "--check";
-        if (a.substr(0, 2) != "--")
+        if (a.rfind("--piece=", 0) == 0)
+            piece = bytes_of(a.substr(8));
+        else if (a.substr(0, 2) != "--")
             sizes.push_back(bytes_of(a));
     }
     if (sizes.empty())
@@ -47,6 +50,7 @@ try {
     for (const std::size_t s : sizes)
         max_floats = std::max(max_floats, s / sizeof(float));
     RingAllreduce ar(g, max_floats, soon());
+    ar.set_piece(piece / sizeof(float));
     float* d = ar.data();
     int wrong = 0;
     for (const std::size_t bytes : sizes) {

@@ -1,8 +1,10 @@
 // A ring all-reduce (sum of floats) over a weft::Group: reduce-scatter, then all-gather,
-// each n-1 steps of one RMA write with a notification to the right neighbour. In the
+// each n-1 steps of RMA writes with a notification to the right neighbour. In the
 // reduce-scatter a rank writes its partial chunk into the right one's staging slot for
 // that step and adds what the left one wrote into its own; in the all-gather it writes a
-// finished chunk straight into the right one's data. Every rank holds the sum at the end.
+// finished chunk straight into the right one's data. Chunks go in pieces (256 KiB), each
+// passed on as soon as it is in, so that adding overlaps the wire. Every rank holds the
+// sum at the end.
 #pragma once
 
 #include <weft/group.hpp>
@@ -46,22 +48,49 @@ public:
         if (n_ == 1 || count == 0)
             return;
         ++iteration_;
+        // Chunks go in pieces, each sent on as soon as it is in: the wire carries one piece
+        // while this rank adds the next.
+        const std::size_t chunk = (count + n_ - 1) / n_;
+        const std::uint32_t pieces =
+            static_cast<std::uint32_t>(std::clamp<std::size_t>((chunk + piece_ - 1) / piece_, 1, 4095));
+        const std::size_t per = (chunk + pieces - 1) / pieces;
         float* d = data();
         const float* staging = reinterpret_cast<const float*>(staging_->data());
-        for (std::uint32_t s = 0; s + 1 < n_; ++s) { // reduce-scatter
-            const std::uint32_t out = (me_ + n_ - s) % n_, in = (me_ + n_ - s - 1) % n_;
-            send(count, out, right_staging_, s * chunk_max() * sizeof(float), tag(0, s), deadline);
-            receive(tag(0, s), deadline);
-            const float* add = staging + s * chunk_max();
-            for (std::size_t i = begin(count, in), k = 0; i < begin(count, in + 1); ++i, ++k)
-                d[i] += add[k];
+        for (std::uint32_t p = 0; p < pieces; ++p) // reduce-scatter step 0: this rank's chunk as it is
+            send(count, me_, p, per, right_staging_, 0, tag(0, 0, p), deadline);
+        for (std::uint32_t s = 0; s + 1 < n_; ++s) {
+            const std::uint32_t in = (me_ + n_ - s - 1) % n_; // the chunk the left one sends
+            for (std::uint32_t p = 0; p < pieces; ++p) {
+                receive(tag(0, s, p), deadline);
+                const std::size_t from = std::min(begin(count, in) + p * per, begin(count, in + 1));
+                const std::size_t to = std::min(from + per, begin(count, in + 1));
+                const float* add = staging + s * chunk_max() + p * per;
+                for (std::size_t i = from; i < to; ++i)
+                    d[i] += *add++;
+                if (s + 2 < n_) // on into the right one's next slot
+                    send(count, in, p, per, right_staging_, (s + 1) * chunk_max(), tag(0, s + 1, p),
+                         deadline);
+                else // the sum: the all-gather's first step
+                    send(count, in, p, per, right_data_, begin(count, in), tag(1, 0, p), deadline);
+            }
         }
-        for (std::uint32_t s = 0; s + 1 < n_; ++s) { // all-gather
-            const std::uint32_t out = (me_ + 1 + n_ - s) % n_;
-            send(count, out, right_data_, begin(count, out) * sizeof(float), tag(1, s), deadline);
-            receive(tag(1, s), deadline);
+        for (std::uint32_t s = 0; s + 2 < n_; ++s) { // all-gather: pass each sum on
+            const std::uint32_t in = (me_ + n_ - s) % n_;
+            for (std::uint32_t p = 0; p < pieces; ++p) {
+                receive(tag(1, s, p), deadline);
+                send(count, in, p, per, right_data_, begin(count, in), tag(1, s + 1, p), deadline);
+            }
+        }
+        for (std::uint32_t p = 0; p < pieces; ++p)
+            receive(tag(1, n_ - 2, p), deadline);
+        while (in_flight_ > 0) {
+            (void)g_.node().wait(&sent_, deadline);
+            --in_flight_;
         }
     }
+
+    /// Floats per piece (the unit sent on as soon as it is in).
+    void set_piece(std::size_t floats) { piece_ = std::max<std::size_t>(floats, 1); }
 
 private:
     std::size_t chunk_max() const { return (max_ + n_ - 1) / n_; }
@@ -69,24 +98,32 @@ private:
     {
         return std::min(count, chunk * ((count + n_ - 1) / n_));
     }
-    std::uint32_t tag(std::uint32_t phase, std::uint32_t step) const
+    std::uint32_t tag(std::uint32_t phase, std::uint32_t step, std::uint32_t piece) const
     {
-        return (iteration_ & 0xffffu) << 16 | phase << 15 | step;
+        return (iteration_ & 0xffu) << 24 | phase << 23 | step << 12 | piece;
     }
 
-    /// Chunk `chunk` of data() to the right neighbour's `dst` at `offset`, waited for.
-    void send(std::size_t count, std::uint32_t chunk, const weft::RemoteRegion& dst,
-              std::uint64_t offset, std::uint32_t tag, weft::Deadline deadline)
+    /// Piece `p` (`per` floats) of chunk `chunk` of data() to the right neighbour's `dst`,
+    /// at `at` floats plus the piece's place in the chunk.
+    void send(std::size_t count, std::uint32_t chunk, std::uint32_t p, std::size_t per,
+              const weft::RemoteRegion& dst, std::size_t at, std::uint32_t tag,
+              weft::Deadline deadline)
     {
-        const std::size_t from = begin(count, chunk), to = begin(count, chunk + 1);
-        if (to == from) { // an empty chunk (count < n): the notification alone, with 4 bytes
+        if (in_flight_ == window) { // waits for the oldest few, not for each
+            (void)g_.node().wait(&sent_, deadline);
+            --in_flight_;
+        }
+        const std::size_t from = std::min(begin(count, chunk) + p * per, begin(count, chunk + 1));
+        const std::size_t to = std::min(from + per, begin(count, chunk + 1));
+        if (to == from) { // an empty piece (count < n): the notification alone, with 4 bytes
             g_.node().write_notify(right_, data_->slice(0, sizeof(float)), right_staging_,
                                    right_staging_.length() - sizeof(float), tag, &sent_);
         } else {
             g_.node().write_notify(right_, data_->slice(from * sizeof(float), (to - from) * sizeof(float)),
-                                   dst, offset, tag, &sent_);
+                                   dst, (at + from - begin(count, chunk)) * sizeof(float), tag,
+                                   &sent_);
         }
-        (void)g_.node().wait(&sent_, deadline);
+        ++in_flight_;
     }
 
     /// Waits for the left neighbour's notification `tag` (others met first are kept).
@@ -96,6 +133,7 @@ private:
             early_.insert(g_.node().wait_for(weft::Op::notify, left_, deadline).data);
     }
 
+    static constexpr unsigned window = 16; // writes in flight at most
     weft::Group& g_;
     std::uint32_t n_, me_;
     std::size_t max_;
@@ -105,4 +143,6 @@ private:
     std::uint32_t iteration_ = 0;
     std::multiset<std::uint32_t> early_;
     int sent_ = 0;
+    unsigned in_flight_ = 0;
+    std::size_t piece_ = 64 * 1024; // floats: 256 KiB
 };

@@ -36,13 +36,17 @@ void every_rank_verified(std::vector<Process>& ranks, const std::string& provide
 
 } // namespace
 
-TEST_CASE("allreduce: 4 ranks over the TCP store sum exactly, from 4 B to 1 MiB",
+TEST_CASE("allreduce: 4 ranks over the TCP store sum exactly, from 4 B to 1 MiB, chunks "
+          "whole or in many uneven pieces",
           "[allreduce][app][process]")
 {
+    // 1000 B pieces: a 1 MiB chunk goes in 263, a 65540 B one in 17 of which the last is short.
+    const std::string piece = GENERATE(as<std::string>{}, "--piece=256K", "--piece=1000");
+    INFO(piece);
     const std::uint16_t port = weft::test::free_port();
     std::vector<Process> ranks;
     for (std::uint32_t r = 0; r < 4; ++r) {
-        std::vector<std::string> argv{WEFT_ALLREDUCE_PATH, "--check"};
+        std::vector<std::string> argv{WEFT_ALLREDUCE_PATH, "--check", piece};
         argv.insert(argv.end(), sizes.begin(), sizes.end());
         ranks.emplace_back(Command{argv,
                                    {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
