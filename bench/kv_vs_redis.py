@@ -12,6 +12,10 @@ per connection; depth 1 is no pipelining). weft: weft-kv-load with CLIENTS
 processes, each DEPTH operations in flight (a GET is RMA reads, a PUT a request
 to the server). Keys: KEYS of them, uniform, every one set first.
 
+For GETs from one client, a third tool: raw libfabric (build/bench/weft-raw-bench
+iops), RMA reads of VALUE bytes with DEPTH in flight from one process, no KV at
+all: the most any GET made of one RMA read can do on that provider here.
+
 Needs redis-server and redis-tools (Debian), and a build (build/examples).
   bench/kv_vs_redis.py                       # 3 rounds, 64 B and 4 KiB, 1 and 8 clients, depth 1 and 16
   bench/kv_vs_redis.py --rounds 5 --providers tcp,shm --values 4096 --clients 8 --depths 16
@@ -93,6 +97,18 @@ def weft_case(server, env, op, value, clients, depth, ops, keys):
     return float(m.group(2)), float(m.group(3)), float(m.group(4))
 
 
+def raw_case(provider, value, depth):
+    """ops/s of raw libfabric RMA reads of `value` bytes, `depth` in flight (one process)."""
+    out = subprocess.run(
+        [f"{ROOT}/build/bench/weft-raw-bench", "iops", "-p", provider, "-s", str(value),
+         "-q", str(depth), "--budget-ms", "1000", "--json"],
+        capture_output=True, text=True, timeout=600)
+    m = re.search(r'"mxfers_per_s":([\d.e+-]+)', out.stdout)
+    if out.returncode != 0 or not m:
+        sys.exit(f"weft-raw-bench failed ({out.returncode}): {out.stdout}{out.stderr}")
+    return float(m.group(1)) * 1e6, float("nan"), float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -155,6 +171,9 @@ def main():
                             for p, (server, env) in weft.items():
                                 results.setdefault((f"weft {p}",) + k, []).append(
                                     weft_case(server, env, op, value, c, d, a.ops, a.keys))
+                                if op == "get" and c == 1:
+                                    results.setdefault((f"fi_read {p}",) + k, []).append(
+                                        raw_case(p, value, d))
                 print(f"value {value} B: round {r + 1} of {a.rounds} done", file=sys.stderr)
     finally:
         for p in procs:
@@ -173,8 +192,10 @@ def main():
             for c in clients:
                 for d in depths:
                     base = results[("redis", op, value, c, d)]
-                    for tool in ["redis"] + [f"weft {p}" for p in providers]:
-                        xs = results[(tool, op, value, c, d)]
+                    for tool in ["redis"] + [f"{t} {p}" for p in providers for t in ("weft", "fi_read")]:
+                        xs = results.get((tool, op, value, c, d))
+                        if not xs:
+                            continue
                         ratio = med(xs, 0) / med(base, 0)
                         print(f"{op:4} {value:>6} {c:>3} {d:>5} {tool:10} {med(xs, 0):>10.0f} "
                               f"{med(xs, 1):>8.1f} {med(xs, 2):>8.1f} {ratio:>6.2f}")
