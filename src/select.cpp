@@ -3,6 +3,8 @@
 // every rejection. Provider knowledge comes from providers/ only.
 #include "weft/select.hpp"
 
+#include <netinet/in.h>
+
 #include <memory>
 
 #include <rdma/fi_errno.h>
@@ -23,6 +25,36 @@ using detail::explain;
 using detail::fi_provider_note;
 using detail::getinfo_best;
 
+/// An IPv6 link-local source address (fe80::/10): reachable on its own link only, and
+/// every virtual port (a veth, a bridge's) has one.
+bool link_local(const fi_info* i)
+{
+    if (i->addr_format != FI_SOCKADDR_IN6 || !i->src_addr || i->src_addrlen < sizeof(sockaddr_in6))
+        return false;
+    const auto* a = static_cast<const sockaddr_in6*>(i->src_addr);
+    return IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr);
+}
+
+/// The entry to use: libfabric's first, but an IP provider's first interface address that
+/// is not link-local when the caller named none. libfabric lists interfaces by link speed,
+/// so that a veth or bridge port (10 Gb/s, link-local only) comes before eth0: a Node
+/// bound there is unreachable from other hosts, and fails to open once the port goes
+/// ("group: ... an interface with only a link-local address is not chosen").
+const fi_info* entry_to_use(const Options& o, const fi_info* list, std::string& reason)
+{
+    if (!o.node.empty() || !link_local(list))
+        return list;
+    for (const fi_info* i = list->next; i; i = i->next)
+        if (!link_local(i)) {
+            reason += fmt::format("; interface {} rather than the link-local (fe80::) address "
+                                  "of {}, libfabric's first",
+                                  i->domain_attr->name ? i->domain_attr->name : "?",
+                                  list->domain_attr->name ? list->domain_attr->name : "?");
+            return i;
+        }
+    return list;
+}
+
 Selection finish(const Options& o, InfoPtr list, std::string reason, std::vector<Rejection> rejected,
                  bool fell_back)
 {
@@ -33,8 +65,8 @@ Selection finish(const Options& o, InfoPtr list, std::string reason, std::vector
                                      "its core provider keeps its own addressing and keys, so RMA "
                                      "would fail. Force them on a core provider instead",
                                      mr_mode_string(o.force_mr_mode), prov));
-    // Take the first entry; the list order is libfabric's preference.
-    Info info = Info::dup(list.get());
+    // The list order is libfabric's preference (but for link-local interfaces).
+    Info info = Info::dup(entry_to_use(o, list.get(), reason));
     info->domain_attr->mr_mode |= static_cast<int>(o.force_mr_mode);
     const bool thread = wants_progress_thread(o, providers::quirks_for(info.get()));
     if (thread)

@@ -2,10 +2,13 @@
 // Provider choice: the order, the overrides, and the report printed every run.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "support/cases.hpp"
 #include "support/process.hpp"
+#include "weft/node.hpp"
 
 using namespace weft;
 
@@ -90,4 +93,39 @@ TEST_CASE("select: FI_PROVIDER is respected and named", "[select]")
     CHECK_THAT(out, Catch::Contains("weft: provider sockets") &&
                         Catch::Contains("FI_PROVIDER=sockets is set"));
     CHECK_THAT(out, Catch::Contains("bytes") && Catch::Contains("usec/xfer"));
+}
+
+TEST_CASE("select: with no address given, an interface whose address is link-local (a veth) is "
+          "not chosen over one peers can reach",
+          "[select][net]")
+{
+    // libfabric lists interfaces by link speed: a veth pair (10 Gb/s, only fe80:: addresses)
+    // came first, and a group's Node bound to it was unreachable, then failed to open once
+    // the pair went (a test making namespaces ran beside it).
+    struct Pair {
+        bool made = test::succeeds("ip link add wsel0 type veth peer name wsel1") &&
+                    test::succeeds("ip link set wsel0 up") && test::succeeds("ip link set wsel1 up");
+        ~Pair() { test::succeeds("ip link del wsel0"); }
+    } pair;
+    if (!pair.made) {
+        WARN("SKIPPED: cannot make a veth pair here (needs root)");
+        return;
+    }
+    // Its link-local addresses come once duplicate detection is done (~1 s).
+    const auto listed = [] {
+        return test::run_shell("ip -6 addr show dev wsel0 scope link").output.find("fe80") !=
+               std::string::npos;
+    };
+    for (int i = 0; i < 50 && !listed(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(listed());
+    Options o;
+    o.provider = "tcp";
+    const Selection s = select(o);
+    const std::string domain = s.info()->domain_attr->name;
+    INFO(s.report());
+    CHECK(domain != "wsel0");
+    CHECK(domain != "wsel1");
+    // And a Node opens there.
+    CHECK(Node::open(o)->address().encode().size() > 0);
 }

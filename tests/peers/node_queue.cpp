@@ -88,7 +88,7 @@ TEST_CASE("node: poll returns a notification that waits behind entries of a remo
     auto inbox = server->allocate(4096, Access::remote_write);
     const PeerId leaving_id = server->add_peer(leaving->address());
     const PeerId staying_id = server->add_peer(staying->address());
-    std::atomic<int> phase{0}; // 1: both notified once; 2: go on; 3: staying posted its second
+    std::atomic<int> phase{0}; // 2: go on; 3: staying's second is out, 4: and complete
     const auto client = [&](Node& me, std::uint32_t value, bool second,
                             const std::atomic<bool>& done) {
         const PeerId srv = me.add_peer(server->address());
@@ -103,6 +103,7 @@ TEST_CASE("node: poll returns a notification that waits behind entries of a remo
             me.write_notify(srv, src->slice(0, 64), inbox->remote(), 0, 7, &ctx);
             phase = 3;
             (void)me.wait(&ctx, soon(60s));
+            phase = 4;
         }
         while (!done && !until.expired())
             me.progress();
@@ -116,8 +117,13 @@ TEST_CASE("node: poll returns a notification that waits behind entries of a remo
     const Deadline until = soon(60s);
     while (phase < 3 && !until.expired())
         std::this_thread::sleep_for(1ms); // the server reads nothing meanwhile
-    REQUIRE(phase == 3);
-    std::this_thread::sleep_for(300ms); // the write is at the server's endpoint
+    REQUIRE(phase >= 3);
+    // Where the provider moves data by itself (sockets: its own threads), the write completes
+    // once the server's side has it, however loaded the machine; where it needs the server's
+    // poll (ofi_rxd's acknowledgement), it waits in the socket for the poll, which reads it.
+    for (const Deadline later = soon(2s); phase < 4 && !later.expired();)
+        std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(300ms);
     std::array<Completion, 16> got;
     const std::size_t n = server->poll(got);
     INFO(n << " completions");
