@@ -2,7 +2,7 @@
 // exactly at every size, then timed. Launch it as a group (mpirun, srun --mpi=pmix, or
 // WEFT_STORE/WEFT_RANK/WEFT_SIZE); sizes in bytes, K and M allowed:
 //   mpirun -np 4 weft-allreduce 1K 64K 4M 32M [--csv] [--yield: more ranks than cores]
-//   [--check: sums checked, nothing timed] [--piece=BYTES: the unit passed on, 256K]
+//   [--check: sums checked, nothing timed] [--piece=BYTES: chunks passed on in pieces]
 // Rank 0 prints the time per call at each size; every rank whether its sums were right.
 #include "ring_allreduce.hpp"
 
@@ -25,7 +25,7 @@ int main(int argc, char** argv)
 try {
     std::vector<std::size_t> sizes;
     bool csv = false, yield = false, time = true;
-    std::size_t piece = 256 << 10;
+    std::size_t piece = 0; // whole chunks
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         csv |= a == "--csv";
