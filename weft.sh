@@ -114,17 +114,17 @@ test)
     run_ctest "$build" "tests"
     # The same tests under AddressSanitizer and UBSan; the threaded ones under
     # ThreadSanitizer too.
-    configure_and_build "$build-asan" -DWEFT_SANITIZE=ON
+    configure_and_build "$build-asan" -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         run_ctest "$build-asan" "ASan+UBSan" -E install
-    configure_and_build "$build-tsan" -DWEFT_TSAN=ON
+    configure_and_build "$build-tsan" -DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF
     TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan.supp \
         run_ctest "$build-tsan" "TSan" -R "threads|progress|bootstrap|process|faults|server|barrier"
     # libFuzzer over what weft reads from the network: RemoteRegion decoding
     # and the bootstrap handshake (bounded run; findings fail the run).
-    "$root/tests/fuzz/run" "${WEFT_FUZZ_SECONDS:-45}" | sed 's/^/weft.sh: /'
+    "$root/tests/fuzz/run" "${WEFT_FUZZ_SECONDS:-20}" | sed 's/^/weft.sh: /'
     # Real verbs devices: Soft-RoCE and soft-iWARP in a QEMU guest, running the
     # same tests over verbs, the ping-pong, and perftest for comparison.
     lab

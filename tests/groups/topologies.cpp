@@ -5,8 +5,8 @@
 // every block checked; then one rank's link taken down mid-run: the ranks next to it in
 // the topology drop it with an error naming it, and every other rank finishes; and loss
 // on one rank's link (tc netem): TCP retransmits, every block still arrives intact.
-// Needs root (CAP_NET_ADMIN), as the network faults do; the netem case runs in the fabric
-// lab, whose kernel has sch_netem (this host's has not: it says so and skips).
+// Needs root (CAP_NET_ADMIN), as the network faults do; the netem case needs sch_netem, which
+// this host's kernel lacks (it says so and skips); the fabric lab's guest has it.
 #include <unistd.h>
 
 #include <algorithm>
