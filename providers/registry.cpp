@@ -86,7 +86,7 @@ Quirks quirks_for(const fi_info* info)
     q.dead_peer_blocks_endpoint = t.dead_peer_blocks_endpoint;
     q.dead_peer_can_hang_calls = t.dead_peer_can_hang_calls;
     q.reads_overtake_queued_writes = t.reads_overtake_queued_writes;
-    q.rma_target_in_software = !t.rma_by_device;
+    q.rma_target_in_software = t.rma_target_in_software;
     const std::string_view name = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
     q.notify_source_unreliable = name.find(";ofi_rxm") != std::string_view::npos ||
                                  name.find(";ofi_rxd") != std::string_view::npos;

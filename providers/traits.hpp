@@ -51,9 +51,7 @@ struct Traits {
     bool dead_peer_blocks_endpoint = false;
     bool dead_peer_can_hang_calls = false;
     bool reads_overtake_queued_writes = false;
-    /// The device carries out RMA into this side's memory and stops at a
-    /// closed registration (verbs); else Quirks::rma_target_in_software.
-    bool rma_by_device = false;
+    bool rma_target_in_software = true; ///< false: the device does it (verbs)
     /// Takes FI_COMPLETION as a default op flag, so that only the operations
     /// that ask complete (verbs refuses it: -FI_ENODATA).
     bool selective_completion = true;

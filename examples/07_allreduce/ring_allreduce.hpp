@@ -15,6 +15,7 @@
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <utility>
 
 class RingAllreduce {
 public:
@@ -63,8 +64,7 @@ public:
             const std::uint32_t in = (me_ + n_ - s - 1) % n_; // the chunk the left one sends
             for (std::uint32_t p = 0; p < pieces; ++p) {
                 receive(tag(0, s, p), deadline);
-                const std::size_t from = std::min(begin(count, in) + p * per, begin(count, in + 1));
-                const std::size_t to = std::min(from + per, begin(count, in + 1));
+                const auto [from, to] = piece(count, in, p, per);
                 const float* add = staging + s * chunk_max() + p * per;
                 for (std::size_t i = from; i < to; ++i)
                     d[i] += *add++;
@@ -99,6 +99,14 @@ private:
     {
         return std::min(count, chunk * ((count + n_ - 1) / n_));
     }
+    /// [from, to) of piece `p` (`per` floats) of chunk `chunk`; empty past the chunk's end.
+    std::pair<std::size_t, std::size_t> piece(std::size_t count, std::uint32_t chunk,
+                                              std::uint32_t p, std::size_t per) const
+    {
+        const std::size_t end = begin(count, chunk + 1);
+        const std::size_t from = std::min(begin(count, chunk) + p * per, end);
+        return {from, std::min(from + per, end)};
+    }
     std::uint32_t tag(std::uint32_t phase, std::uint32_t step, std::uint32_t piece) const
     {
         return (iteration_ & 0xffu) << 24 | phase << 23 | step << 12 | piece;
@@ -114,8 +122,7 @@ private:
             (void)g_.node().wait(&sent_, deadline);
             --in_flight_;
         }
-        const std::size_t from = std::min(begin(count, chunk) + p * per, begin(count, chunk + 1));
-        const std::size_t to = std::min(from + per, begin(count, chunk + 1));
+        const auto [from, to] = piece(count, chunk, p, per);
         if (to == from) { // an empty piece (count < n): the notification alone, with 4 bytes
             g_.node().write_notify(right_, data_->slice(0, sizeof(float)), right_staging_,
                                    right_staging_.length() - sizeof(float), tag, &sent_);
