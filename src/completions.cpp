@@ -59,9 +59,9 @@ void Completions::yield_core() noexcept
 void Completions::endpoint_enabled()
 {
     // Not before: libfabric's tcp crashes when a queue is read while an
-    // endpoint is being bound to it.
+    // endpoint is being bound to it. Again after the last endpoint stopped it
+    // (stop_progress): a Node's next peer's endpoint needs it as much.
     if (wants_thread_ && !progress_) {
-        wants_thread_ = false;
         progress_ = std::make_unique<ProgressThread>(cq_, activity_, progress_interval_,
                                                      progress_cpu_);
     }

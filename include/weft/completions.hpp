@@ -143,7 +143,8 @@ public:
     std::string_view provider() const noexcept { return cq_->domain()->provider(); }
     bool progress_thread() const noexcept { return progress_ != nullptr; }
     std::uint64_t progress_drives() const noexcept { return progress_ ? progress_->drives() : 0; }
-    /// Stops the progress thread; false when it stayed stuck inside the
+    /// Stops the progress thread (the queue's last endpoint closes; the next
+    /// one enabled starts another); false when it stayed stuck inside the
     /// provider (see ProgressThread::stop), after which nothing it may touch
     /// may be closed.
     bool stop_progress() noexcept;
@@ -338,7 +339,7 @@ private:
     const MemoryRegion* last_sink_ = nullptr;
     std::int64_t in_flight_ = 0; // caller's operations posted and not yet completed
     Activity activity_;          // polls seen, so the progress thread can stay out of the way
-    bool wants_thread_ = false;
+    bool wants_thread_ = false; // a progress thread while an endpoint is attached
     std::chrono::microseconds progress_interval_{100};
     std::optional<int> progress_cpu_;
     std::unique_ptr<ProgressThread> progress_; // stopped first: declared last

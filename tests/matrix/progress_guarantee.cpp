@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "support/cases.hpp"
+#include "support/pattern.hpp"
 
 using namespace weft;
 using weft::test::soon;
@@ -74,6 +75,40 @@ TEST_CASE("progress: without anyone driving it, a passive target stalls (control
         p.client.read(sink->all(), target->remote(), 0, &ctx);
     CHECK(p.client.endpoint().wait(&ctx, soon()).context == &ctx);
     CHECK(target_poller.finish().empty());
+}
+
+TEST_CASE("progress: a Node whose only connection closed still answers its next peer's reads "
+          "with nobody polling it",
+          "[matrix][progress][node]")
+{
+    // MSG: a Node's last endpoint closing stops the queue's progress thread; the next
+    // peer's endpoint needs one again (without, a parameter server's workers waited
+    // for their reads until their deadline while it sat in a barrier).
+    WEFT_EACH_CELL(c);
+    const Options o = test::options_for(c);
+    auto server = Node::open(o);
+    auto memory = server->allocate(4096, Access::remote_read);
+    test::fill_pattern(memory->bytes(), 11);
+    for (int round = 0; round < 2; ++round) {
+        INFO(c.label() << ", peer " << round);
+        auto peer = test::peers_of(*server, o, 1);
+        Node& p = *peer.nodes[0];
+        {
+            test::Target serve([&](const std::atomic<bool>& connected) {
+                while (!connected)
+                    server->progress();
+            });
+            p.connect(p.add_peer(server->address()), soon());
+            REQUIRE(serve.finish().empty());
+        }
+        // From here on nobody touches the server.
+        auto sink = p.allocate(4096, Access::local);
+        int ctx = 0;
+        p.read(p.peers().front(), sink->all(), memory->remote(), 0, &ctx);
+        CHECK(p.wait(&ctx, Deadline::after(10s)).op == Op::read);
+        CHECK(std::memcmp(sink->data(), memory->data(), 4096) == 0);
+        server->remove_peer(peer.ids[0]); // MSG: its connection was the Node's only endpoint
+    }
 }
 
 TEST_CASE("progress: Progress::thread runs one on any provider", "[progress]")
