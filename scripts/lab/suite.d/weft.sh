@@ -137,4 +137,18 @@ if [[ $DEV == "${WEFT_LAB_FIRST_DEVICE:-rxe0}" ]]; then
     }
     export -f check_weft_netfaults
     run_check --show net weft_netfaults check_weft_netfaults
+    # Loss on one rank's link of a ring and a mesh of 4 ranks, each in a namespace
+    # behind a bridge (tests/groups/topologies.cpp): every block still verified.
+    check_weft_topology_netem() {
+        modprobe -q sch_netem 2>/dev/null
+        modprobe -q veth 2>/dev/null
+        modprobe -q bridge 2>/dev/null
+        local out rc
+        out=$("$WEFT_TESTS/test_topologies" "[netem]" 2>&1)
+        rc=$?
+        printf '%s\n' "$out" | weft_squeeze | tail -n 30
+        [[ $rc -eq 0 && $out != *SKIPPED* ]] # here netem must run, not skip
+    }
+    export -f check_weft_topology_netem
+    WEFT_LAB_CHECK_TIMEOUT=600 run_check --show net weft_topology_netem check_weft_topology_netem
 fi
