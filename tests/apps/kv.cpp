@@ -134,6 +134,14 @@ TEST_CASE("kv: 8 client processes 16 deep, GETs and PUTs of 4 KiB values, every 
     CHECK(l.status == 0);
     CHECK(l.ops == 40000);
     CHECK(l.wrong == 0);
+    // The clients gone, the server sleeps (or naps, on shm): over 2 s it takes a fraction of
+    // the 2 s one spinning core would.
+    std::this_thread::sleep_for(300ms); // its clients swept
+    const double before = s.process().cpu_seconds();
+    std::this_thread::sleep_for(2s);
+    const double idle = s.process().cpu_seconds() - before;
+    INFO("idle, the server used " << idle << " s of CPU in 2 s");
+    CHECK(idle < 0.4);
 }
 
 TEST_CASE("kv: 64 client processes 16 deep, batch after batch: every value right, the server "

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -117,6 +118,22 @@ public:
         std::stringstream text;
         text << f.rdbuf();
         return text.str();
+    }
+    /// CPU seconds it has used so far, all its threads (/proc/PID/stat's utime + stime).
+    double cpu_seconds() const
+    {
+        std::ifstream f(fmt::format("/proc/{}/stat", pid_));
+        std::string stat((std::istreambuf_iterator<char>(f)), {});
+        const auto after_name = stat.rfind(')'); // the name may hold spaces
+        if (after_name == std::string::npos)
+            throw std::runtime_error(fmt::format("no /proc/{}/stat to read", pid_));
+        std::istringstream fields(stat.substr(after_name + 2));
+        std::string skip;
+        for (int i = 3; i < 14; ++i) // state ... cmajflt: fields 3 to 13
+            fields >> skip;
+        unsigned long long user = 0, system = 0;
+        fields >> user >> system;
+        return double(user + system) / double(::sysconf(_SC_CLK_TCK));
     }
     /// Its exit status, or 128 + the signal that ended it; -1 while it runs.
     int status() const noexcept
