@@ -56,11 +56,11 @@ Finding check_ptrace(int shm_peer)
     if (shm_peer > 0) {
         const auto gone = [&](std::string_view what) {
             return Finding{"ptrace/shm", Verdict::fail,
-                           fmt::format("--shm-peer {0}: {1}, so cross-memory attach to it was not "
-                                       "tried",
+                           fmt::format("the shm peer given, PID {0}: {1}, so cross-memory "
+                                       "attach to it was not tried",
                                        shm_peer, what),
-                           "give the PID of a running shm peer (`pgrep -f NAME`), or leave "
-                           "--shm-peer out to probe two sibling processes"};
+                           "give the PID of a running shm peer (`pgrep -f NAME`), or none to "
+                           "probe two sibling processes"};
         };
         // kill(0) tells a PID that names no process (ESRCH) from one that is
         // not this user's (EPERM): only the second is a matter of permission.

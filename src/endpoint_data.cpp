@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "frame.hpp"
+#include "getinfo.hpp"
 #include "weft/endpoint.hpp"
 #include "weft/error.hpp"
 
@@ -268,12 +269,14 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
 
 void Endpoint::unsupported(const char* what) const
 {
+    const std::string offering = detail::providers_with_atomics();
     throw UsageError(what, -FI_EOPNOTSUPP, std::string(provider()),
                      fmt::format("remote atomics are not supported by {} ({} endpoints); use a "
-                                 "provider that offers FI_ATOMIC (verbs on RoCE or InfiniBand, "
-                                 "shm, sockets), or build the update from RMA read and write under "
-                                 "your own locking",
-                                 provider(), to_string(kind_)));
+                                 "provider that offers them ({}), or build the update from RMA "
+                                 "read and write under your own locking",
+                                 provider(), to_string(kind_),
+                                 offering.empty() ? "none does on this machine"
+                                                  : "on this machine: " + offering));
 }
 
 void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t offset,

@@ -248,4 +248,23 @@ Evaluation evaluate(const Options& o, const providers::Traits& t, EndpointKind k
     return e;
 }
 
+std::string providers_with_atomics()
+{
+    Options o;
+    o.allow_shm = true;
+    std::string out;
+    for (const providers::Traits* t : providers::all()) {
+        std::string kinds;
+        for (const EndpointKind k : {EndpointKind::msg, EndpointKind::rdm}) {
+            const Evaluation e = evaluate(o, *t, k);
+            if (e.list && (e.list->caps & FI_ATOMIC) &&
+                !providers::quirks_for(e.list.get()).atomics_unreliable)
+                kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", to_string(k));
+        }
+        if (!kinds.empty())
+            out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", t->name, kinds);
+    }
+    return out;
+}
+
 } // namespace weft::detail

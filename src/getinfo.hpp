@@ -53,4 +53,8 @@ struct Evaluation {
 };
 Evaluation evaluate(const Options& o, const providers::Traits& t, EndpointKind kind);
 
+/// The providers on this machine whose endpoints offer remote atomics weft can
+/// use ("shm (RDM), sockets (MSG, RDM)"), or "" when none does.
+std::string providers_with_atomics();
+
 } // namespace weft::detail

@@ -122,8 +122,8 @@ struct PendingGet {
     pmix_status_t rc = PMIX_SUCCESS;
     std::vector<std::byte> value;
     // What the request points at, kept here: PMIx reads them on its own
-    // thread after a wait that gave up has returned (ASan: a use after free
-    // of the key when they were the caller's).
+    // thread, also after a wait that gave up has returned, when the caller's
+    // would be gone.
     std::string key;
     pmix_proc_t from;
     pmix_info_t info;

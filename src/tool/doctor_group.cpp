@@ -78,8 +78,8 @@ Finding check_universe(unsigned ranks)
                 fix};
     if (!set && ranks > measured_safe)
         return {"universe size", Verdict::note,
-                fmt::format("{}: an ofi_rxm group of more than {} ranks overran its completion "
-                            "queues here without it set",
+                fmt::format("{}: ofi_rxm groups of more than {} ranks have overrun their "
+                            "completion queues without it set (libfabric 1.17)",
                             now, measured_safe),
                 fix};
     return {"universe size", Verdict::ok, fmt::format("{}: enough for {} ranks", now, ranks), ""};
