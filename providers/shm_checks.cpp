@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // shm's checks for `weft doctor` (weft::provider_checks): cross-process copies,
 // which need ptrace permission, and room in /dev/shm.
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "checks.hpp"
+#include "weft/detail/fd.hpp"
 
 namespace weft::providers {
 namespace {
@@ -98,41 +100,48 @@ Finding check_ptrace(int shm_peer)
 
     // Two sibling processes, as two unrelated shm peers are: the second reads
     // the first's memory.
-    int ready[2];
-    if (pipe(ready) != 0)
-        return {"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe)", ""};
+    const Finding not_probed{"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe or fork)",
+                             ""};
     static const char probe_byte = 'w';
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC) != 0)
+        return not_probed;
+    weft::detail::Fd ready_in(ends[0]), ready_out(ends[1]);
     const pid_t a = fork();
+    if (a < 0)
+        return not_probed;
     if (a == 0) {
-        close(ready[0]);
-        (void)!write(ready[1], "r", 1);
+        (void)!write(ready_out.get(), "r", 1);
         pause();
         _exit(0);
     }
-    close(ready[1]);
-    char c;
-    (void)!read(ready[0], &c, 1);
-    close(ready[0]);
-    int result[2];
-    if (pipe(result) != 0) {
+    const auto end_a = [a] {
         kill(a, SIGKILL);
         waitpid(a, nullptr, 0);
-        return {"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe)", ""};
+    };
+    ready_out.reset();
+    char c;
+    (void)!read(ready_in.get(), &c, 1);
+    if (pipe2(ends, O_CLOEXEC) != 0) {
+        end_a();
+        return not_probed;
     }
+    weft::detail::Fd result_in(ends[0]), result_out(ends[1]);
     const pid_t b = fork();
+    if (b < 0) {
+        end_a();
+        return not_probed;
+    }
     if (b == 0) {
-        close(result[0]);
         const int err = cma_probe(a, &probe_byte);
-        (void)!write(result[1], &err, sizeof err);
+        (void)!write(result_out.get(), &err, sizeof err);
         _exit(0);
     }
-    close(result[1]);
+    result_out.reset();
     int err = EIO;
-    (void)!read(result[0], &err, sizeof err);
-    close(result[0]);
+    (void)!read(result_in.get(), &err, sizeof err);
     waitpid(b, nullptr, 0);
-    kill(a, SIGKILL);
-    waitpid(a, nullptr, 0);
+    end_a();
     if (err)
         return {"ptrace/shm", Verdict::fail,
                 fmt::format("{}; cross-memory attach between two sibling processes fails: {}",

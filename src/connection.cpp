@@ -127,11 +127,8 @@ void Connection::barrier(Deadline deadline)
     // The peer's own flush reads from this side: keep progressing until its
     // barrier frame arrives (a provider that needs target progress would
     // otherwise stall it when this side runs no progress thread).
-    while (!side_.readable(std::chrono::milliseconds(1))) {
-        node.progress();
-        if (deadline.expired())
-            break; // receive() below reports the timeout
-    }
+    // receive() below reports a timeout.
+    (void)side_.readable_while([&] { node.progress(); }, deadline, std::chrono::milliseconds(1));
     (void)side_.receive(detail::Frame::barrier, deadline);
 }
 
@@ -218,8 +215,7 @@ Connection Connection::connect(std::string_view host_port, const Options& option
         side.send(detail::Frame::ready, node->address().encode(), deadline);
         // The server adds this side as a peer before it answers; the wait
         // drives this Node, so the server's hello (MSG) is taken meanwhile.
-        while (!side.readable(std::chrono::milliseconds(1)) && !deadline.expired())
-            node->progress();
+        (void)side.readable_while([&] { node->progress(); }, deadline, std::chrono::milliseconds(1));
         (void)side.receive(detail::Frame::ready, deadline);
         node->watch(peer, side.fd()); // a server that exits is lost at once
         undo.armed = false;

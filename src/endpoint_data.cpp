@@ -12,6 +12,7 @@
 #include "frame.hpp"
 #include "getinfo.hpp"
 #include "weft/endpoint.hpp"
+#include "waits.hpp"
 #include "weft/error.hpp"
 
 namespace weft {

@@ -21,6 +21,7 @@
 #include "frame.hpp"
 #include "wire.hpp"
 #include "weft/endpoint.hpp"
+#include "waits.hpp"
 #include "weft/error.hpp"
 
 namespace weft {

@@ -17,13 +17,13 @@
 #include <charconv>
 #include <mutex>
 #include <utility>
-#include <thread>
 
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
 #include "store_count.hpp"
+#include "waits.hpp"
 #include "weft/detail/fd.hpp"
 #include "weft/error.hpp"
 
@@ -129,13 +129,9 @@ std::vector<std::byte> FileStore::get(std::string_view key, Deadline deadline)
 {
     const std::string p = path("Store::get", key);
     std::vector<std::byte> out;
-    auto pause = std::chrono::milliseconds(1);
-    while (!read_whole(p, out)) {
-        if (deadline.expired())
-            timeout(key);
-        std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline.remaining()));
-        pause = std::min(pause * 2, std::chrono::milliseconds(10));
-    }
+    if (!detail::nap_until(deadline, [&] { return read_whole(p, out); }, std::chrono::milliseconds(1),
+                           std::chrono::milliseconds(10)))
+        timeout(key);
     return out;
 }
 

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <array>
-#include <thread>
 
 #include <rdma/fi_errno.h>
 
@@ -24,6 +23,7 @@
 #include <fmt/ranges.h>
 
 #include "random.hpp"
+#include "waits.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -242,10 +242,8 @@ void Group::meet(const std::string& k, Deadline deadline)
         // under mpirun --enable-recovery").
         const Store::Watch check = watch();
         const Deadline until(std::min(deadline.when(), Clock::now() + std::chrono::seconds(5)));
-        while (!until.expired()) {
-            check(); // throws naming them
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        (void)detail::nap_until(until, [&] { check(); return false; }, // throws naming them
+                                std::chrono::milliseconds(20));
         throw;
     }
 }

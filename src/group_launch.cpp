@@ -7,13 +7,13 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
 #include "socket.hpp"
+#include "waits.hpp"
 #include "weft/error.hpp"
 #include "weft/etcd_store.hpp"
 #include "weft/pmix_store.hpp"
@@ -49,9 +49,8 @@ struct Served {
     Served(std::string_view host, std::uint16_t port) : server(host, port) {}
     ~Served()
     {
-        const auto until = Clock::now() + std::chrono::seconds(10);
-        while (server.members() > 0 && Clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        (void)detail::nap_until(Deadline::after(std::chrono::seconds(10)),
+                                [&] { return server.members() == 0; }, std::chrono::milliseconds(5));
     }
 };
 

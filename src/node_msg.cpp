@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "waits.hpp"
 #include "weft/error.hpp"
 #include "weft/node.hpp"
 #include "retry.hpp"

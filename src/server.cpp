@@ -89,7 +89,7 @@ void Server::State::take_new_clients()
         auto c = detail::accept_waiting(side.fd());
         if (!c)
             return;
-        pending.emplace_back(c->fd, std::move(c->peer), secret, Deadline::after(timeout));
+        pending.emplace_back(std::move(c->fd), std::move(c->peer), secret, Deadline::after(timeout));
     }
 }
 

@@ -40,8 +40,8 @@ struct Pending {
     bool fabric_up = false;           // connected and greeted (MSG), added (RDM)
     bool ready_in = false;            // the client's `ready` arrived
 
-    Pending(int fd, std::string peer, std::string_view secret, Deadline deadline_)
-        : stream(fd, std::move(peer)), hello(secret), deadline(deadline_)
+    Pending(detail::Fd fd, std::string peer, std::string_view secret, Deadline deadline_)
+        : stream(std::move(fd), std::move(peer)), hello(secret), deadline(deadline_)
     {
         hello.start(stream);
     }

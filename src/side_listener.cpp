@@ -36,22 +36,21 @@ SideListener::SideListener(std::string_view host, std::uint16_t port)
     auto addrs = resolve(host_, port, true);
     std::string last = "no address";
     for (const addrinfo* a = addrs.get(); a; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0)
+        detail::Fd owned(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+        if (!owned)
             continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        const int fd = owned.get();
+        detail::share_port(fd);
         if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
             sockaddr_storage ss{};
             socklen_t len = sizeof ss;
             getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
             port_ = port_of(reinterpret_cast<sockaddr*>(&ss));
             set_nonblocking(fd);
-            fd_.reset(fd);
+            fd_ = std::move(owned);
             return;
         }
         last = std::strerror(errno);
-        ::close(fd);
     }
     side_fail(-FI_EADDRINUSE, fmt::format("cannot listen on {}:{} for the side channel: {} (is another "
                                           "server using the port? pick another with host:port)",
@@ -71,15 +70,15 @@ SideChannel SideListener::accept(Deadline deadline, std::string_view secret)
                                          port_));
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
-        const int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
-        if (fd < 0) {
+        detail::Fd owned(::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC));
+        if (!owned) {
             if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                 continue;
             side_fail_errno("accept", "side channel");
         }
         const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-        return SideChannel(fd, fmt::format("{}:{}", address_text(sa), port_of(sa)), deadline,
-                           detail::Role::acceptor, secret);
+        std::string peer = fmt::format("{}:{}", address_text(sa), port_of(sa));
+        return SideChannel(owned.release(), std::move(peer), deadline, detail::Role::acceptor, secret);
     }
 }
 

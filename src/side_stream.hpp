@@ -27,7 +27,7 @@ struct Received {
 class Stream {
 public:
     /// Takes a connected non-blocking socket; `peer` names it in errors.
-    Stream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+    Stream(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
 
     int fd() const noexcept { return fd_.get(); }
     const std::string& peer() const noexcept { return peer_; }

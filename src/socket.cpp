@@ -79,13 +79,13 @@ std::optional<Accepted> accept_waiting(int listen_fd)
 {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                             SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0)
+    Fd fd(::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd)
         return std::nullopt;
-    set_nodelay(fd);
+    set_nodelay(fd.get());
     const auto* sa = reinterpret_cast<sockaddr*>(&ss);
-    return Accepted{fd, address_text(sa) + ":" + std::to_string(port_of(sa))};
+    std::string peer = address_text(sa) + ":" + std::to_string(port_of(sa));
+    return Accepted{std::move(fd), std::move(peer)};
 }
 
 void share_port(int fd)

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "weft/deadline.hpp"
+#include "weft/detail/fd.hpp"
 
 namespace weft {
 
@@ -54,7 +55,7 @@ inline bool is_wildcard(std::string_view host)
 /// taken non-blocking with TCP_NODELAY: its descriptor and "host:port"; none
 /// when nobody waits (or accept failed: the caller's next poll tries again).
 struct Accepted {
-    int fd;
+    Fd fd;
     std::string peer;
 };
 std::optional<Accepted> accept_waiting(int listen_fd);

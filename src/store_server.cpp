@@ -42,8 +42,8 @@ struct Member {
     bool through = false; // the hello passed: requests follow
     Deadline hello_by;
 
-    Member(int fd, std::string peer, std::string_view secret)
-        : stream(fd, std::move(peer)), hello(secret), hello_by(Deadline::after(hello_timeout))
+    Member(detail::Fd fd, std::string peer, std::string_view secret)
+        : stream(std::move(fd), std::move(peer)), hello(secret), hello_by(Deadline::after(hello_timeout))
     {
         hello.start(stream);
     }
@@ -162,7 +162,7 @@ void StoreServer::State::take_new()
         auto c = detail::accept_waiting(listener.fd());
         if (!c)
             return;
-        members.emplace_back(c->fd, std::move(c->peer), secret);
+        members.emplace_back(std::move(c->fd), std::move(c->peer), secret);
     }
 }
 

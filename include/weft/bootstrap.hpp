@@ -62,6 +62,21 @@ public:
     /// True when the peer has sent something (or closed): a receive will not
     /// block. Waits up to `wait` for it.
     bool readable(std::chrono::milliseconds wait = {}) const;
+    /// Calls `progress()` until the peer has sent something (or closed) or
+    /// `deadline` passes (false), looking at the socket for up to `look` each
+    /// time: a side that keeps its endpoint moving (a passive target's
+    /// provider may need it) while its peer works towards its next frame.
+    template <class Progress>
+    bool readable_while(Progress&& progress, Deadline deadline,
+                        std::chrono::milliseconds look = {}) const
+    {
+        while (!readable(look)) {
+            progress();
+            if (deadline.expired())
+                return false;
+        }
+        return true;
+    }
 
     /// True when the peer has closed the side channel (it exited, was killed,
     /// or closed its end), waiting up to `wait` for that to show. Data the

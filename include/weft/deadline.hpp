@@ -44,29 +44,4 @@ private:
     Clock::time_point when_;
 };
 
-namespace detail {
-
-/// weft's one spin with a deadline: `step()` (progress) until `done()`;
-/// every 256 steps (reading the clock costs more than a step) `every()`,
-/// then `late()` once `deadline` has passed (it throws, naming what never
-/// came).
-template <class Done, class Step, class Late, class Every>
-void spin_until(Deadline deadline, Done&& done, Step&& step, Late&& late, Every&& every)
-{
-    for (std::uint32_t spins = 1; !done(); ++spins) {
-        step();
-        if ((spins & 255u) == 0) {
-            every();
-            if (deadline.expired())
-                late();
-        }
-    }
-}
-template <class Done, class Step, class Late>
-void spin_until(Deadline deadline, Done&& done, Step&& step, Late&& late)
-{
-    spin_until(deadline, done, step, late, [] {});
-}
-
-} // namespace detail
 } // namespace weft

@@ -11,10 +11,10 @@
 
 #include <cstdio>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "waits.hpp"
 #include "weft/deadline.hpp"
 #include "weft/detail/fd.hpp"
 
@@ -27,14 +27,11 @@ namespace {
 int reap(pid_t pid, std::chrono::milliseconds timeout)
 {
     int st = 0;
-    const auto until = Deadline::after(timeout);
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (until.expired()) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return 1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!detail::nap_until(Deadline::after(timeout), [&] { return waitpid(pid, &st, WNOHANG) != 0; },
+                           std::chrono::milliseconds(5))) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return 1;
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }

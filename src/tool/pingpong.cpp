@@ -124,10 +124,11 @@ void serve(Connection& c, const Config& cfg, std::shared_ptr<MemoryRegion>& regi
     int ctx = 0;
     for (;;) {
         // Between rounds the server is a passive target: keep the endpoint
-        // progressing while the client reads or decides what comes next.
-        while (!c.side().readable())
-            ep.progress();
-        const Plan plan = receive_plan(c, Deadline::after(cfg.timeout));
+        // progressing while the client reads (a round takes the budget at
+        // most) or decides what comes next; receive_plan() reports a timeout.
+        const auto next = Deadline::after(cfg.timeout + cfg.budget);
+        (void)c.side().readable_while([&] { ep.progress(); }, next);
+        const Plan plan = receive_plan(c, next);
         if (plan.size == 0)
             break;
         if (plan.size > cfg.max_size)

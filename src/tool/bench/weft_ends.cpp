@@ -123,13 +123,10 @@ public:
         // provider moves data only while the target reads its queue; else
         // sleep on the side channel, as perftest's passive side does, leaving
         // the CPU to a software RDMA device's kernel work (rxe, siw).
-        if (ep_.quirks().target_needs_progress) {
-            while (!side().readable())
-                drain();
-        } else {
-            while (!side().readable(std::chrono::milliseconds(100))) {
-            }
-        }
+        if (ep_.quirks().target_needs_progress)
+            (void)side().readable_while([&] { drain(); }, loop_deadline());
+        else
+            (void)side().readable_while([] {}, loop_deadline(), std::chrono::milliseconds(100));
         c_.barrier(Deadline::after(cfg_.timeout));
     }
 
