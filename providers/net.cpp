@@ -14,6 +14,7 @@ const Traits net = {
     .preferred = EndpointKind::msg,
     .auto_progress_needs_reads = true,
     .error_hint = tcp_family_hint,
+    .refine_quirks = tcp_family_quirks,
 };
 
 } // namespace weft::providers

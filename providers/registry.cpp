@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "traits.hpp"
+#include "check.hpp"
 #include "weft/error.hpp"
 
 namespace weft::providers {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "checks.hpp"
+#include "check.hpp"
 #include "traits.hpp"
 #include "weft/error.hpp"
 

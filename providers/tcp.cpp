@@ -18,6 +18,11 @@ std::string tcp_family_hint(int code)
     return {};
 }
 
+void tcp_family_quirks(const fi_info* info, Quirks& q)
+{
+    q.refusal_lost_on_reconnect = info->ep_attr && info->ep_attr->type == FI_EP_RDM;
+}
+
 const Traits tcp = {
     .name = "tcp",
     .summary = "TCP sockets; runs anywhere with IP (no RDMA)",
@@ -27,6 +32,7 @@ const Traits tcp = {
     .preferred = EndpointKind::msg,
     .auto_progress_needs_reads = true,
     .error_hint = tcp_family_hint,
+    .refine_quirks = tcp_family_quirks,
 };
 
 } // namespace weft::providers

@@ -89,6 +89,9 @@ struct Traits {
 /// The hint of the providers over kernel TCP sockets (tcp, net): what a
 /// dropped connection did to the operations on it.
 std::string tcp_family_hint(int code);
+/// Their quirks beyond the record: on RDM endpoints a refusal can be lost
+/// (Quirks::refusal_lost_on_reconnect).
+void tcp_family_quirks(const fi_info* info, Quirks& q);
 
 /// The NUMA node a sysfs `numa_node` file names, or -1.
 int read_numa_node(const std::string& sysfs_path);

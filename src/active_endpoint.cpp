@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/active_endpoint.hpp"
+#include "check.hpp"
 
 #include <atomic>
 #include <mutex>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/address_vector.hpp"
+#include "check.hpp"
 
 #include <rdma/fi_errno.h>
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/completion_queue.hpp"
+#include "check.hpp"
 
 #include <poll.h>
 

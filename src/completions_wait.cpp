@@ -3,6 +3,7 @@
 // peer), busy or asleep on the queue's wait object, each with a deadline whose
 // expiry names what was waited for and why it may not have come.
 #include "weft/completions.hpp"
+#include "check.hpp"
 
 #include <algorithm>
 #include <thread>

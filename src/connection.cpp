@@ -5,6 +5,7 @@
 // it (MSG, presenting the token), sends its own Node's address in `ready`, and
 // the server confirms with `ready` once it has the client as a peer.
 #include "weft/connection.hpp"
+#include "check.hpp"
 
 #include <array>
 #include <cstdlib>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/domain.hpp"
+#include "check.hpp"
 
 #include <sys/mman.h>
 #include <sys/resource.h>

@@ -3,6 +3,7 @@
 // entries into weft::Completion. Connecting and accepting are in
 // endpoint_connect.cpp.
 #include "weft/endpoint.hpp"
+#include "check.hpp"
 
 #include <algorithm>
 #include <cerrno>

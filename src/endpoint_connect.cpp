@@ -3,6 +3,7 @@
 // non-blocking steps a Node drives), and the RDM endpoint, each retried on
 // another port where iWARP's rdma_cm picked one a TCP socket holds.
 #include "weft/endpoint.hpp"
+#include "check.hpp"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>

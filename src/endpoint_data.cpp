@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "frame.hpp"
+#include "check.hpp"
 #include "getinfo.hpp"
 #include "weft/endpoint.hpp"
 #include "waits.hpp"

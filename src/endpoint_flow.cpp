@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "frame.hpp"
+#include "check.hpp"
 #include "wire.hpp"
 #include "weft/endpoint.hpp"
 #include "waits.hpp"

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/error.hpp"
+#include "check.hpp"
 #include "weft/detail/fid.hpp"
 
 #include <atomic>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/event_queue.hpp"
+#include "check.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/fabric.hpp"
+#include "check.hpp"
 
 #include "weft/error.hpp"
 

@@ -5,6 +5,7 @@
 // read-modify-write; get() looks again with a growing pause (1 to 10 ms); a
 // live key's owner holds an flock on its ".live" file.
 #include "weft/store.hpp"
+#include "check.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

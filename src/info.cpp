@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/info.hpp"
+#include "check.hpp"
 
 #include <rdma/fi_errno.h>
 

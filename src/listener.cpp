@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/listener.hpp"
+#include "check.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/memory_region.hpp"
+#include "check.hpp"
 
 #include <fcntl.h>
 #include <numaif.h>

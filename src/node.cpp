@@ -6,6 +6,7 @@
 // acceptor knows which peer it is, and a crossing (both connect at once)
 // keeps the lower instance's connection.
 #include "weft/node.hpp"
+#include "check.hpp"
 
 #include <sys/epoll.h>
 #include <unistd.h>

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "waits.hpp"
+#include "check.hpp"
 #include "weft/error.hpp"
 #include "weft/node.hpp"
 #include "retry.hpp"

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/progress.hpp"
+#include "check.hpp"
 
 #include <pthread.h>
 #include <sched.h>

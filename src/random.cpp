@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "random.hpp"
+#include "check.hpp"
 
 #include <sys/random.h>
 

@@ -32,6 +32,7 @@
 #include "weft/error.hpp"
 #include "weft/memory_region.hpp"
 #include "weft/progress.hpp"
+#include "weft/detail/completion_tag.hpp"
 #include "weft/detail/ring.hpp"
 
 namespace weft {
@@ -59,27 +60,6 @@ enum class Op : std::uint8_t {
 };
 std::string_view to_string(Op op) noexcept;
 
-namespace detail {
-/// The Op of a completion, from its libfabric flags.
-constexpr Op op_from_flags(std::uint64_t flags) noexcept
-{
-    if (flags & FI_ATOMIC)
-        return Op::atomic;
-    if (flags & FI_RMA)
-        return (flags & FI_READ) ? Op::read : Op::write;
-    if (flags & FI_RECV)
-        return Op::recv;
-    return Op::send;
-}
-
-/// The context of an operation weft posted itself.
-struct Tag {
-    enum class Kind : std::uint8_t { free, slot, internal, fence };
-    Endpoint* owner = nullptr; ///< nullptr once the endpoint has gone
-    std::uint32_t index = 0;   ///< slot: which receive slot of the owner
-    Kind kind = Kind::free;
-};
-} // namespace detail
 
 struct Completion {
     void* context = nullptr; ///< as given when posting; nullptr for recv and notify
@@ -347,4 +327,4 @@ private:
 
 } // namespace weft
 
-#include "weft/completions_fast_path.hpp"
+#include "weft/detail/completions.inl"

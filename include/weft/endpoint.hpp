@@ -369,4 +369,4 @@ private:
 
 } // namespace weft
 
-#include "weft/endpoint_fast_path.hpp"
+#include "weft/detail/endpoint.inl"

@@ -39,6 +39,14 @@ struct Quirks {
     /// A refused RMA (wrong key, bounds, access) is dropped without an error
     /// completion: the initiator learns of it only from its deadline.
     bool remote_errors_silent = false;
+    /// A refused RMA closes the connection it came on, and the RDM layer
+    /// opens a new one for the next operation to that peer without a word: the
+    /// refusal reaches only the operations in flight when the connection
+    /// closed, and is lost when the next one comes later (RDM over TCP:
+    /// tcp;ofi_rxm and net). The refused bytes never land. Test: "misuse: on
+    /// RDM over TCP, a refusal is lost when the next operation comes after the
+    /// reconnect".
+    bool refusal_lost_on_reconnect = false;
     /// The provider advertises FI_ATOMIC but its fetch atomics are unusable;
     /// weft refuses them as unsupported.
     bool atomics_unreliable = false;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/cases.hpp"
@@ -18,11 +19,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Posts a write the target should refuse, then a read of `fence` (which
-/// completes only after the write was handled: read-after-write). True when
-/// either reported an error; a provider that drops refused RMA silently
-/// (Quirks::remote_errors_silent) may report nothing.
-bool refused(test::Pair& p, const std::function<void(void*)>& post, const RemoteRegion& fence)
+/// Posts a write the target should refuse, then, `pause` after its completion,
+/// a read of `fence` (which completes only after the write was handled:
+/// read-after-write). True when either reported an error; a provider that
+/// drops refused RMA silently (Quirks::remote_errors_silent) may report nothing.
+bool refused(test::Pair& p, const std::function<void(void*)>& post, const RemoteRegion& fence,
+             std::chrono::milliseconds pause = {})
 {
     Endpoint& ep = p.client.endpoint();
     const bool silent = ep.quirks().remote_errors_silent;
@@ -33,6 +35,7 @@ bool refused(test::Pair& p, const std::function<void(void*)>& post, const Remote
     try {
         post(&ctx);
         (void)ep.wait(&ctx, silent ? Deadline::after(2s) : soon());
+        std::this_thread::sleep_for(pause);
         p.client.read(sink->slice(0, 8), fence, 0, &ctx);
         (void)ep.wait(&ctx, silent ? Deadline::after(2s) : soon());
         // sockets reports the refusal after the fence's own completion (its
@@ -73,6 +76,10 @@ void expect_refused(test::Pair& p, const std::function<void(void*)>& post, const
     if (q.remote_errors_silent && !reported)
         WARN(p.client.selection().provider()
              << ": " << what << " was refused silently (Quirks::remote_errors_silent)");
+    else if (q.refusal_lost_on_reconnect && !reported)
+        WARN(p.client.selection().provider()
+             << ": " << what << " was refused, and the refusal lost in a reconnect "
+                                "(Quirks::refusal_lost_on_reconnect)");
     else
         CHECK(reported);
     CHECK(all_equal(victim, n, original));
@@ -147,4 +154,33 @@ TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
             p, [&](void* x) { p.client.write(src->slice(0, 64), forged, 0, x); }, fence->remote(),
             writable->data(), 4096, std::byte{0x33}, "a write with a wrong key");
     }
+}
+
+TEST_CASE("misuse: on RDM over TCP, a refusal is lost when the next operation comes after the "
+          "reconnect; elsewhere it is reported all the same",
+          "[matrix][edges][revoke]")
+{
+    WEFT_EACH_CELL(c);
+    auto p = test::connect_pair(c);
+    const Quirks& q = p.client.endpoint().quirks();
+    if (q.keys_unchecked || q.remote_errors_silent) {
+        WARN(c.label() << ": refusals are never seen here (Quirks::keys_unchecked or "
+                          "remote_errors_silent): nothing to lose");
+        return;
+    }
+    auto writable = p.expose(4096, Access::remote_read_write);
+    std::memset(writable->data(), 0x33, 4096);
+    const RemoteRegion w = writable->remote();
+    const RemoteRegion forged(w.base(), w.length(), w.key() + 1, w.flags());
+    auto src = p.exposed.emplace_back(p.client.allocate(64, Access::local));
+    std::memset(src->data(), 0x44, 64);
+    auto fence = p.expose(64, Access::remote_read);
+    // The target refuses the write and closes the connection; 200 ms later the
+    // next operation goes out. Where the layer reconnects silently, this is
+    // the control that proves Quirks::refusal_lost_on_reconnect still holds
+    // (a libfabric that reports it fails here, and the quirk must go).
+    const bool reported = refused(
+        p, [&](void* x) { p.client.write(src->all(), forged, 0, x); }, fence->remote(), 200ms);
+    CHECK(reported == !q.refusal_lost_on_reconnect);
+    CHECK(all_equal(writable->data(), 4096, std::byte{0x33}));
 }

@@ -7,6 +7,7 @@
 #include <rdma/fi_errno.h>
 
 #include "traits.hpp"
+#include "check.hpp"
 #include "weft/error.hpp"
 #include "weft/select.hpp"
 

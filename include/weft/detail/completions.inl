@@ -8,6 +8,20 @@
 
 namespace weft {
 
+namespace detail {
+/// The Op of a completion, from its libfabric flags.
+constexpr Op op_from_flags(std::uint64_t flags) noexcept
+{
+    if (flags & FI_ATOMIC)
+        return Op::atomic;
+    if (flags & FI_RMA)
+        return (flags & FI_READ) ? Op::read : Op::write;
+    if (flags & FI_RECV)
+        return Op::recv;
+    return Op::send;
+}
+} // namespace detail
+
 // ---- The fast paths, inline like libfabric's own fi_cq_read(): the call into
 // libweft.so costs more than weft's checks. Everything unusual is out of line
 // in src/completions.cpp. ----
