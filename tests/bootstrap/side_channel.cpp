@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include "side_wire.hpp"
-#include "socket.hpp"
 #include "support/raw_side.hpp"
 #include "support/sockets.hpp"
 #include "weft/bootstrap.hpp"
@@ -110,16 +109,6 @@ TEST_CASE("side channel: an oversized frame is garbage", "[bootstrap][bad-input]
         send_all(fd, h, sizeof h);
     });
     CHECK_THAT(connect_error(huge.port()), Catch::Contains("garbage"));
-}
-
-TEST_CASE("host:port parsing rejects what it cannot use", "[bootstrap][bad-input]")
-{
-    CHECK(split_host_port("10.0.0.1:7471") == std::pair<std::string, std::uint16_t>{"10.0.0.1", 7471});
-    CHECK(split_host_port("[::1]:80") == std::pair<std::string, std::uint16_t>{"::1", 80});
-    CHECK(split_host_port(":0").first.empty());
-    CHECK_THROWS_WITH(split_host_port("10.0.0.1"), Catch::Contains("has no port"));
-    CHECK_THROWS_WITH(split_host_port("host:99999"), Catch::Contains("not a port number"));
-    CHECK_THROWS_WITH(split_host_port("host:abc"), Catch::Contains("not a port number"));
 }
 
 // ---- truncated and malformed handshakes ----
