@@ -222,9 +222,27 @@ void SideChannel::send(detail::Frame type, std::span<const std::byte> payload, D
     const auto h = side::encode_header(type, payload.size());
     const auto what = fmt::format("the {} frame", to_string(type));
     const bool late = deadline.expired();
-    write_all(h.data(), h.size(), deadline, late, what);
-    if (!payload.empty())
-        write_all(payload.data(), payload.size(), deadline, late, what);
+    try {
+        write_all(h.data(), h.size(), deadline, late, what);
+        if (!payload.empty())
+            write_all(payload.data(), payload.size(), deadline, late, what);
+    } catch (const Error& e) {
+        if (e.code() != -FI_ECONNRESET || type == detail::Frame::error)
+            throw;
+        // A peer that gave up on this side (a server rejecting a slow client)
+        // says why in an error frame before it closes: that beats "broken pipe".
+        side::Header next{};
+        const side::Header error_head = side::encode_header(detail::Frame::error, 0);
+        constexpr std::size_t before_size = 8; // magic, version, type
+        const bool error_waits =
+            readable(std::chrono::milliseconds(100)) &&
+            ::recv(fd_.get(), next.data(), next.size(), MSG_PEEK | MSG_DONTWAIT) ==
+                static_cast<ssize_t>(next.size()) &&
+            std::memcmp(next.data(), error_head.data(), before_size) == 0;
+        if (error_waits) // raised as the peer's error, with its text
+            (void)receive(detail::Frame::error, Deadline::after(std::chrono::milliseconds(100)));
+        throw;
+    }
 }
 
 std::vector<std::byte> SideChannel::receive(detail::Frame expected, Deadline deadline)

@@ -131,6 +131,7 @@ TEST_CASE("kv: 8 client processes 16 deep, GETs and PUTs of 4 KiB values, every 
     const Load l = load(s, {"--clients", "8", "--depth", "16", "--ops", "40000", "--keys", "4000",
                             "--value", "4096", "--get", "0.8", "--zipf", "0.99"});
     INFO(l.output);
+    INFO("the server said: " << s.process().output());
     CHECK(l.status == 0);
     CHECK(l.ops == 40000);
     CHECK(l.wrong == 0);

@@ -102,6 +102,30 @@ TEST_CASE("side channel: a vanished peer is reported, not waited on", "[bootstra
     CHECK(Clock::now() - start < 5s);
 }
 
+TEST_CASE("side channel: a peer that said why it closed is heard out by a send that fails",
+          "[bootstrap][bad-input]")
+{
+    SideServer server([](SideListener& l) {
+        SideChannel s = l.accept(Deadline::after(10s));
+        s.send_error("the bootstrap took too long (Options::handshake_timeout)");
+        return s.peer(); // closed here, unread
+    });
+    SideChannel c = SideChannel::connect("127.0.0.1", server.port(), Deadline::after(10s));
+    (void)server.get();
+    const std::vector<std::byte> ready(16);
+    try {
+        // The first sends may still land in the socket's buffer; one soon fails.
+        for (int i = 0; i < 100; ++i) {
+            c.send(detail::Frame::ready, ready, Deadline::after(10s));
+            std::this_thread::sleep_for(10ms);
+        }
+        FAIL("sends to a closed peer kept succeeding");
+    } catch (const Error& e) {
+        // Its reason, not only "broken pipe".
+        CHECK_THAT(e.what(), Catch::Contains("handshake_timeout"));
+    }
+}
+
 TEST_CASE("side channel: an oversized frame is garbage", "[bootstrap][bad-input]")
 {
     RawServer huge([](int fd) {
