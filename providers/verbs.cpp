@@ -191,6 +191,11 @@ void verbs_quirks(const fi_info* info, Quirks& q)
     q.page_crossing_reads_unreliable = iwarp;
     const std::string_view prov = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
     q.read_only_unenforced = iwarp && prov.find(';') != std::string_view::npos;
+    // An iWARP write completes once sent, so a refusal only closes the
+    // connection, which ofi_rxm opens again for the next operation: the
+    // refusal is lost as over TCP (siw, every lab run; rxe reports it on the
+    // write's own completion).
+    q.refusal_lost_on_reconnect = iwarp && info->ep_attr->type == FI_EP_RDM;
     if (device) {
         q.max_cq_entries = device->max_cqe;
         q.max_read_iov = device->max_sge_rd;

@@ -156,8 +156,8 @@ TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
     }
 }
 
-TEST_CASE("misuse: on RDM over TCP, a refusal is lost when the next operation comes after the "
-          "reconnect; elsewhere it is reported all the same",
+TEST_CASE("misuse: where RDM reconnects behind a refusal, it is lost when the next operation "
+          "comes after the reconnect; elsewhere it is reported all the same",
           "[matrix][edges][revoke]")
 {
     WEFT_EACH_CELL(c);

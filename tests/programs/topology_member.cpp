@@ -4,13 +4,13 @@
 // or mesh): an RMA write with a notification into the neighbour's inbox, every byte of what
 // arrives checked. Each neighbour is a stream of its own, driven by one poll loop: a rank
 // sends round r to a neighbour once that neighbour's round r - 1 has arrived, so a
-// neighbour that stalls holds up nobody else. A neighbour silent for 5 s (its link went
-// down), or whose connection broke before its stream was done, is dropped, said so with
+// neighbour that stalls holds up nobody else. A neighbour silent for SILENCE seconds (5 by
+// default; its link went down), or whose connection broke before its stream was done, is dropped, said so with
 // why; one done may leave while this rank still works with slower ones (behind a lossy
 // link). A rank left with no neighbour ends with status 3. Prints "READY" once a round went
 // both ways with every neighbour, and at the end "rank R: TOPOLOGY verified, K rounds with
 // N neighbours".
-//   weft-test-topology star|ring|mesh ROUNDS
+//   weft-test-topology star|ring|mesh ROUNDS [SILENCE]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,12 +52,13 @@ weft::Topology topology_of(const std::string& name)
 
 int main(int argc, char** argv)
 try {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s star|ring|mesh ROUNDS\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        std::fprintf(stderr, "usage: %s star|ring|mesh ROUNDS [SILENCE]\n", argv[0]);
         return 2;
     }
     const weft::Topology t = topology_of(argv[1]);
     const auto rounds = static_cast<std::uint32_t>(std::stoul(argv[2]));
+    const std::chrono::seconds silence(argc == 4 ? std::stoul(argv[3]) : 5);
     weft::Group g = weft::Group::from_environment({}, weft::Deadline::after(120s));
     const std::uint32_t me = g.rank(), n = g.size();
     weft::Node& node = g.node();
@@ -71,12 +72,13 @@ try {
         std::shared_ptr<weft::MemoryRegion> src; // this neighbour's own: a send in flight keeps it
         std::uint32_t sent = 0, received = 0;     // rounds
         bool sending = false;
-        weft::Deadline heard = weft::Deadline::after(std::chrono::seconds(5));
+        weft::Deadline heard;
         weft::Deadline paced = weft::Deadline::after(std::chrono::seconds(0)); // 20 ms a round
     };
     std::map<std::uint32_t, Stream> alive; // by neighbour rank
     for (const std::uint32_t r : g.neighbours(t))
-        alive[r] = Stream{g.peer(r), node.allocate(block, weft::Access::local)};
+        alive[r] = Stream{g.peer(r), node.allocate(block, weft::Access::local), 0, 0, false,
+                          weft::Deadline::after(silence)};
     const std::size_t neighbours = alive.size();
     const auto drop = [&](std::uint32_t r, const std::string& why) {
         std::printf("rank %u: lost neighbour %u: %s\n", me, r, why.c_str());
@@ -142,12 +144,13 @@ try {
             for (std::size_t i = 0; i < block; ++i)
                 wrong += inbox->data()[at + i] != expected(from, me, s.received, i);
             ++s.received;
-            s.heard = weft::Deadline::after(std::chrono::seconds(5));
+            s.heard = weft::Deadline::after(silence);
         }
         for (auto it = alive.begin(); it != alive.end();) { // neighbours silent too long
             auto& [r, s] = *it++;
             if (s.received < rounds && s.heard.expired())
-                drop(r, fmt::format("nothing from it for 5 s (round {} of {} awaited)", s.received, rounds));
+                drop(r, fmt::format("nothing from it for {} s (round {} of {} awaited)", silence.count(),
+                                     s.received, rounds));
             else if (node.is_lost(s.peer) && !done(s)) // done, it may leave: others may not be
                 drop(r, "its connection broke");
         }
