@@ -70,10 +70,10 @@ struct Completion {
     std::size_t len = 0;
     std::uint32_t data = 0; ///< notify: the 32-bit value the writer attached
     /// recv: the payload, valid until the next poll / wait call on this queue.
-    std::span<const std::byte> message;
+    std::span<const std::byte> message{};
     const detail::Tag* lent = nullptr; ///< internal: the receive slot lent out
     /// notify and recv on a Node's queue: the peer that caused it.
-    PeerId peer;
+    PeerId peer{};
 };
 
 class Completions {

@@ -301,7 +301,7 @@ private:
     bool received(const detail::Tag& tag, const fi_cq_data_entry& e, Completion& c);
     void complete_locally(Op op, void* context, std::size_t len)
     {
-        q_->defer(Completion{context, op, len, 0, {}});
+        q_->defer(Completion{.context = context, .op = op, .len = len});
     }
     void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);

@@ -18,8 +18,10 @@ if pkg-config --cflags weft | grep -q -- '-std='; then
     echo "weft.pc forces a language standard: $(pkg-config --cflags weft)" >&2
     exit 1
 fi
+# A consumer building with warnings as errors gets none from weft's headers.
 # shellcheck disable=SC2046
-g++ -std=c++20 "$src/main.cpp" -o "$work/consumer-pc" $(pkg-config --cflags --libs weft)
+g++ -std=c++20 -Wall -Wextra -Wpedantic -Werror "$src/main.cpp" -o "$work/consumer-pc" \
+    $(pkg-config --cflags --libs weft)
 LD_LIBRARY_PATH="$work/prefix/lib:$work/prefix/lib/$(gcc -dumpmachine)" "$work/consumer-pc"
 test -x "$work/prefix/bin/weft"
 "$work/prefix/bin/weft" --version

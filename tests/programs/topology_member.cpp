@@ -72,13 +72,14 @@ try {
         std::shared_ptr<weft::MemoryRegion> src; // this neighbour's own: a send in flight keeps it
         std::uint32_t sent = 0, received = 0;     // rounds
         bool sending = false;
-        weft::Deadline heard;
+        weft::Deadline heard = weft::Deadline::after(std::chrono::seconds(0)); // set below
         weft::Deadline paced = weft::Deadline::after(std::chrono::seconds(0)); // 20 ms a round
     };
     std::map<std::uint32_t, Stream> alive; // by neighbour rank
     for (const std::uint32_t r : g.neighbours(t))
-        alive[r] = Stream{g.peer(r), node.allocate(block, weft::Access::local), 0, 0, false,
-                          weft::Deadline::after(silence)};
+        alive[r] = Stream{.peer = g.peer(r),
+                          .src = node.allocate(block, weft::Access::local),
+                          .heard = weft::Deadline::after(silence)};
     const std::size_t neighbours = alive.size();
     const auto drop = [&](std::uint32_t r, const std::string& why) {
         std::printf("rank %u: lost neighbour %u: %s\n", me, r, why.c_str());

@@ -95,7 +95,7 @@ inline Completion Completions::wait_for(Op op, Deadline deadline)
     if (op == Op::notify && plain() && !notify_peer_bits_ && !holds(Op::notify)) [[likely]] {
         const auto notify = [](const fi_cq_data_entry& e) -> std::optional<Completion> {
             if ((e.flags & FI_REMOTE_CQ_DATA) && e.op_context == nullptr)
-                return Completion{nullptr, Op::notify, 0, static_cast<std::uint32_t>(e.data), {}};
+                return Completion{.op = Op::notify, .data = static_cast<std::uint32_t>(e.data)};
             return std::nullopt;
         };
         if (auto c = spin_one(notify, deadline))
@@ -116,7 +116,7 @@ inline Completion Completions::wait(void* context, Deadline deadline)
         const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
             if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
                 --in_flight_;
-                return Completion{context, detail::op_from_flags(e.flags), e.len, 0, {}};
+                return Completion{.context = context, .op = detail::op_from_flags(e.flags), .len = e.len};
             }
             return std::nullopt;
         };
