@@ -7,6 +7,7 @@
 
 #include "pingpong.hpp"
 #include "sizes.hpp"
+#include "traits.hpp"
 
 namespace weft::pingpong {
 
@@ -21,9 +22,13 @@ void add_options(CLI::App& app, Config& cfg)
     auto* connect = app.add_option("--connect", cfg.connect, "connect to a server at HOST:PORT");
     server->excludes(connect);
     server->expected(0, 1);
+    std::string known; // weft's provider records, in its order
+    for (const providers::Traits* t : providers::all())
+        known += (known.empty() ? "" : ", ") + std::string(t->name);
     app.add_option("-p,--provider", cfg.options.provider,
-                   "provider: verbs, tcp, tcp;ofi_rxm, sockets, shm, net, ... (default: "
-                   "WEFT_PROVIDER, else automatic)");
+                   fmt::format("provider: {}, or a layered one such as tcp;ofi_rxm (default: "
+                               "WEFT_PROVIDER, else automatic)",
+                               known));
     app.add_flag_callback("--rdm", [&] { cfg.options.kind = EndpointKind::rdm; },
                           "reliable-datagram endpoints (default: the provider's fast path)");
     app.add_flag_callback("--msg", [&] { cfg.options.kind = EndpointKind::msg; },
