@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,7 +52,10 @@ private:
 template <class F>
 SideServer(F) -> SideServer<std::invoke_result_t<F, SideListener&>>;
 
-/// A raw TCP server on 127.0.0.1 that runs `script` on the first connection.
+/// A raw TCP server on 127.0.0.1 that runs `script` on the first connection,
+/// then ends its side and reads until the client closes (at most 10 s): closed
+/// with the client's hello unread, its socket would reset the connection, and
+/// the client could lose what the script sent before it read it (a CI run).
 class RawServer {
 public:
     template <class F>
@@ -70,6 +74,13 @@ public:
             const int c = ::accept(fd_.get(), nullptr, nullptr);
             if (c >= 0) {
                 script(c);
+                ::shutdown(c, SHUT_WR);
+                char sink[256];
+                pollfd p{c, POLLIN, 0};
+                for (const auto until = std::chrono::steady_clock::now() + 10s;
+                     std::chrono::steady_clock::now() < until && ::poll(&p, 1, 100) >= 0;)
+                    if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && ::recv(c, sink, sizeof sink, 0) <= 0)
+                        break;
                 ::close(c);
             }
         });
