@@ -61,15 +61,14 @@ install_deps() {
     quietly as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# weft.sh builds in batches of 8 files (a unity build: each batch parses the
-# headers once; the sanitized library compiles in a third of the time). Each
-# file still compiles alone: the fuzz build (tests/fuzz/run) and a plain cmake
-# build compile file by file.
+# weft.sh builds the library in batches of 8 files (a unity build: each batch
+# parses the headers once; the sanitized library compiles in a third of the
+# time). Each file still compiles alone: the fuzz build (tests/fuzz/run) and a
+# plain cmake build compile file by file.
 configure_only() { # DIR [CMAKE ARGS...]
     local dir=$1
     shift
-    quietly cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 "$@"
+    quietly cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_UNITY_LIBRARY=ON "$@"
 }
 
 configure_and_build() { # DIR [CMAKE ARGS...]: everything

@@ -65,8 +65,10 @@ TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
     // provider needs one) asleep too. Where the provider's descriptor cannot
     // be trusted (ofi_rxm) a thread naps instead, its naps growing to 50 ms:
     // the first half second is not counted. Of two one-second windows the
-    // quieter counts (an emulated guest on a busy host stalls now and then);
-    // spinning would use a whole core in both.
+    // quieter counts (an emulated guest on a busy host stalls now and then).
+    // Spinning would use a core per progress thread; nine threads napping
+    // cost 0.27 s a second in the fabric lab's emulated guest (rxe, TCG), a
+    // fraction of that on real CPUs: half a core is the line.
     CHECK_THROWS_AS(server->wait_for(Op::notify, Deadline::after(500ms)), TimeoutError);
     double used = 0;
     double wall = 1;
@@ -82,7 +84,7 @@ TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
             wall = w;
         }
     }
-    CHECK(used < 0.25 * wall);
+    CHECK(used < 0.5 * wall);
 
     // A sleeping wait still gets what arrives, and the Node's descriptor wakes an epoll.
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
