@@ -7,7 +7,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,7 +52,7 @@ template <class F>
 SideServer(F) -> SideServer<std::invoke_result_t<F, SideListener&>>;
 
 /// A raw TCP server on 127.0.0.1 that runs `script` on the first connection,
-/// then ends its side and reads until the client closes (at most 10 s): closed
+/// then ends its side and reads until the client closes (10 s at most a read): closed
 /// with the client's hello unread, its socket would reset the connection, and
 /// the client could lose what the script sent before it read it (a CI run).
 class RawServer {
@@ -71,17 +70,15 @@ public:
         getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len);
         port_ = ntohs(a.sin_port);
         thread_ = std::thread([this, script] {
-            const int c = ::accept(fd_.get(), nullptr, nullptr);
-            if (c >= 0) {
-                script(c);
-                ::shutdown(c, SHUT_WR);
+            const detail::Fd c(::accept(fd_.get(), nullptr, nullptr));
+            if (c.get() >= 0) {
+                script(c.get());
+                ::shutdown(c.get(), SHUT_WR);
+                const timeval patience{10, 0}; // each read; the client closes long before
+                ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
                 char sink[256];
-                pollfd p{c, POLLIN, 0};
-                for (const auto until = std::chrono::steady_clock::now() + 10s;
-                     std::chrono::steady_clock::now() < until && ::poll(&p, 1, 100) >= 0;)
-                    if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && ::recv(c, sink, sizeof sink, 0) <= 0)
-                        break;
-                ::close(c);
+                while (::recv(c.get(), sink, sizeof sink, 0) > 0) {
+                }
             }
         });
     }
