@@ -12,7 +12,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "child.hpp"
 #include "weft/weft.hpp"
 
 using namespace weft;
@@ -79,13 +79,9 @@ int main(int argc, char** argv)
     o.provider = provider;
     o.allow_shm = true;
     o.node = "127.0.0.1";
-    std::vector<pid_t> children;
-    for (int i = 0; i < clients; ++i) {
-        const pid_t pid = ::fork();
-        if (pid == 0)
-            ::_exit(client(o, ready[1], go[0], port));
-        children.push_back(pid);
-    }
+    std::vector<detail::Child> children;
+    for (int i = 0; i < clients; ++i)
+        children.push_back(detail::Child::fork([&](int) { return client(o, ready[1], go[0], port); }));
     int status = 0;
     try {
         Server server(o, "127.0.0.1", port);
@@ -129,11 +125,8 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "weft-accept-bench: %s\n", e.what());
         status = 1;
     }
-    for (pid_t pid : children) {
-        int st = 0;
-        ::waitpid(pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    for (auto& child : children)
+        if (child.finish(Deadline::after(60s)) != 0)
             status = 1;
-    }
     return status;
 }

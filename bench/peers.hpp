@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "child.hpp"
 #include "weft/detail/fd.hpp"
 #include "weft/weft.hpp"
 
@@ -57,7 +58,7 @@ private:
 /// A peer process as the hub sees it: its channel and its address.
 struct Child {
     Channel channel;
-    int pid = -1;
+    detail::Child process;
     std::vector<std::byte> address;
     void release(std::span<const std::byte> hub) { channel.send_bytes(hub); }
     void dismiss() { channel.dismiss(); }

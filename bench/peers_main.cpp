@@ -13,9 +13,7 @@
 // answer completing; memory, descriptors and threads are the hub's growth
 // over that time, per peer. weft and raw alternate, REPEATS times each, and
 // the medians are printed. A program, not a test: it asserts nothing.
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,8 +27,6 @@
 #include <fmt/format.h>
 
 #include "peers.hpp"
-
-extern char** environ;
 
 namespace weft::peers {
 namespace {
@@ -121,9 +117,7 @@ Result run_hub(const std::string& impl, const Config& c, int n)
         int sv[2];
         if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
             throw std::runtime_error("socketpair failed");
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+        const detail::Fd theirs(sv[1]);
         std::vector<std::string> args{self, "--peer", impl, "-p", c.provider, "-k",
                                       c.kind == EndpointKind::msg ? "msg" : "rdm", "--index",
                                       std::to_string(i)};
@@ -131,29 +125,38 @@ Result run_hub(const std::string& impl, const Config& c, int n)
             args.emplace_back("--aggregate");
         if (c.polling)
             args.emplace_back("--polling");
-        std::vector<char*> argv;
-        for (auto& a : args)
-            argv.push_back(a.data());
-        argv.push_back(nullptr);
-        pid_t pid = -1;
-        const int e = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv.data(), environ);
-        posix_spawn_file_actions_destroy(&fa);
-        ::close(sv[1]);
-        if (e != 0)
-            throw std::runtime_error(fmt::format("posix_spawn: {}", std::strerror(e)));
-        children.push_back({Channel(sv[0]), pid, {}});
+        auto process = detail::Child::spawn({.argv = std::move(args), .fds = {{sv[1], 3}}});
+        children.push_back({Channel(sv[0]), std::move(process), {}});
     }
     for (auto& child : children)
         child.address = child.channel.receive_bytes();
     Result r = impl == "weft" ? weft_hub(c, children) : raw_hub(c, children);
     r.start = start;
-    for (auto& child : children) {
-        int st = 0;
-        ::waitpid(child.pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    for (auto& child : children)
+        if (child.process.finish(Deadline::after(120s)) != 0)
             throw std::runtime_error("a peer process failed");
-    }
     return r;
+}
+
+/// Runs one hub in a process of its own (fresh, so no earlier round's heap is
+/// reused) and reads the `count` numbers it prints.
+std::vector<double> hub_numbers(const std::string& self, const char* impl, const Config& c,
+                                const std::string& kind, int n, bool aggregate, std::size_t count)
+{
+    std::vector<std::string> args{self, "--hub", impl, "-p", c.provider, "-k", kind, "-n",
+                                  std::to_string(n)};
+    if (aggregate)
+        args.emplace_back("--aggregate");
+    if (c.polling)
+        args.emplace_back("--polling");
+    auto hub = detail::Child::spawn({.argv = std::move(args), .capture = true});
+    std::istringstream out(hub.read_rest(Deadline::after(600s)));
+    std::vector<double> v(count);
+    for (auto& x : v)
+        out >> x;
+    if (hub.finish(Deadline::after(10s)) != 0 || !out)
+        throw std::runtime_error(fmt::format("the {} hub with {} peers failed", impl, n));
+    return v;
 }
 
 double median(std::vector<double> v)
@@ -175,17 +178,7 @@ int aggregate(const std::string& self, const Config& c, const std::string& kind,
         std::map<std::string, std::vector<double>> mb, msgs;
         for (int rep = 0; rep < repeats; ++rep)
             for (const char* impl : {"weft", "raw"}) {
-                const std::string cmd =
-                    fmt::format("'{}' --hub {} --aggregate -p '{}' -k {} -n {}{}", self, impl,
-                                c.provider, kind, n, c.polling ? " --polling" : "");
-                FILE* p = ::popen(cmd.c_str(), "r");
-                double v[2] = {};
-                const int got = p ? std::fscanf(p, "%lf %lf", &v[0], &v[1]) : 0;
-                if (p)
-                    ::pclose(p);
-                if (got != 2)
-                    throw std::runtime_error(
-                        fmt::format("the {} hub with {} clients failed", impl, n));
+                const auto v = hub_numbers(self, impl, c, kind, n, true, 2);
                 mb[impl].push_back(v[0]);
                 msgs[impl].push_back(v[1]);
             }
@@ -257,18 +250,7 @@ int main(int argc, char** argv)
             std::map<std::string, std::vector<std::vector<double>>> runs;
             for (int rep = 0; rep < repeats; ++rep)
                 for (const char* impl : {"weft", "raw"}) {
-                    const std::string cmd =
-                        fmt::format("'{}' --hub {} -p '{}' -k {} -n {}{}", self, impl, c.provider,
-                                    kind, n, c.polling ? " --polling" : "");
-                    FILE* p = ::popen(cmd.c_str(), "r");
-                    double v[7] = {};
-                    const int got = p ? std::fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
-                                                    &v[2], &v[3], &v[4], &v[5], &v[6])
-                                      : 0;
-                    if (p)
-                        ::pclose(p);
-                    if (got != 7)
-                        throw std::runtime_error(fmt::format("{} hub with {} peers failed", impl, n));
+                    const auto v = hub_numbers(self, impl, c, kind, n, false, 7);
                     runs[impl].push_back({v[0], v[2] - v[1], v[4] - v[3], v[6]});
                 }
             std::map<std::string, double> per_peer;

@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 // shm's checks for `weft doctor` (weft::provider_checks): cross-process copies,
 // which need ptrace permission, and room in /dev/shm.
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,12 +12,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "checks.hpp"
-#include "weft/detail/fd.hpp"
+#include "child.hpp"
 
 namespace weft::providers {
 namespace {
@@ -100,48 +99,28 @@ Finding check_ptrace(int shm_peer)
 
     // Two sibling processes, as two unrelated shm peers are: the second reads
     // the first's memory.
-    const Finding not_probed{"ptrace/shm", Verdict::warn, detail + "; could not probe (pipe or fork)",
-                             ""};
     static const char probe_byte = 'w';
-    int ends[2];
-    if (pipe2(ends, O_CLOEXEC) != 0)
-        return not_probed;
-    weft::detail::Fd ready_in(ends[0]), ready_out(ends[1]);
-    const pid_t a = fork();
-    if (a < 0)
-        return not_probed;
-    if (a == 0) {
-        (void)!write(ready_out.get(), "r", 1);
-        pause();
-        _exit(0);
-    }
-    const auto end_a = [a] {
-        kill(a, SIGKILL);
-        waitpid(a, nullptr, 0);
-    };
-    ready_out.reset();
-    char c;
-    (void)!read(ready_in.get(), &c, 1);
-    if (pipe2(ends, O_CLOEXEC) != 0) {
-        end_a();
-        return not_probed;
-    }
-    weft::detail::Fd result_in(ends[0]), result_out(ends[1]);
-    const pid_t b = fork();
-    if (b < 0) {
-        end_a();
-        return not_probed;
-    }
-    if (b == 0) {
-        const int err = cma_probe(a, &probe_byte);
-        (void)!write(result_out.get(), &err, sizeof err);
-        _exit(0);
-    }
-    result_out.reset();
     int err = EIO;
-    (void)!read(result_in.get(), &err, sizeof err);
-    waitpid(b, nullptr, 0);
-    end_a();
+    try {
+        auto a = weft::detail::Child::fork([](int to_parent) {
+            (void)!write(to_parent, "r", 1);
+            pause();
+            return 0;
+        });
+        char ready = 0;
+        if (!a.read_exact(&ready, 1, Deadline::after(std::chrono::seconds(10))))
+            throw std::runtime_error("the first process did not start");
+        auto b = weft::detail::Child::fork([target = a.pid()](int to_parent) {
+            const int e = cma_probe(target, &probe_byte);
+            (void)!write(to_parent, &e, sizeof e);
+            return 0;
+        });
+        if (!b.read_exact(&err, sizeof err, Deadline::after(std::chrono::seconds(10))))
+            err = EIO;
+    } catch (const std::exception& e) {
+        return {"ptrace/shm", Verdict::warn,
+                fmt::format("{}; could not probe: {}", detail, e.what()), ""};
+    }
     if (err)
         return {"ptrace/shm", Verdict::fail,
                 fmt::format("{}; cross-memory attach between two sibling processes fails: {}",

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Both ends of a test on this machine: the server end in a child process
 // forked before any libfabric call here (forking after verbs initialisation
-// is unsafe), the client end in this one. `weft pingpong` and `weft bench`
-// run both ends this way.
+// is unsafe), the client end in this one (detail::Child, weft's one way to
+// start a process). `weft pingpong` and `weft bench` run both ends this way.
 #pragma once
 
 #include <chrono>

@@ -1,19 +1,16 @@
 // SPDX-License-Identifier: MIT
-// The one way tests start a process: posix_spawnp with its arguments, additions
-// to the environment and a working directory, its output (stdout, and stderr
-// unless asked otherwise) in a log file of its own. Then: its first line (a
-// peer's "PORT n", support/peer_process.hpp), its output so far or once it
-// ended (group ranks, mpirun, etcd, Slurm, the weft program), its status;
-// signalled, killed and reaped, on scope exit too.
+// How tests start a process: weft's one way (detail::Child::spawn,
+// src/child.hpp) with its arguments, additions to the environment and a
+// working directory, its output (stdout, and stderr unless asked otherwise) in
+// a log file of its own. Then: its first line (a peer's "PORT n",
+// support/peer_process.hpp), its output so far or once it ended (group ranks,
+// mpirun, etcd, Slurm, the weft program), its status; signalled, killed and
+// reaped, on scope exit too.
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -23,16 +20,14 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "child.hpp"
 #include "support/eventually.hpp"
 #include "weft/deadline.hpp"
-
-extern char** environ;
 
 namespace weft::test {
 
@@ -49,50 +44,24 @@ inline Command shell(std::string line) { return {{"sh", "-c", std::move(line)}};
 
 class Process {
 public:
-    /// Starts `c`, its output in a temp file named for this process and `tag`.
-    /// Throws std::system_error when it cannot start.
+    /// Starts `c` (detail::Child::spawn), its output in a temp file named for
+    /// this process and `tag`. Throws std::system_error when it cannot start.
     explicit Process(Command c, const std::string& tag = "process")
     {
         static std::atomic<unsigned> serial{0};
         log_ = (std::filesystem::temp_directory_path() /
                 fmt::format("weft-{}-{}-{}.log", ::getpid(), tag, serial++))
                    .string();
-        std::vector<std::string> env;
-        for (char** e = environ; *e; ++e) {
-            const std::string_view var = *e;
-            const auto name = var.substr(0, var.find('=') + 1);
-            if (std::ranges::none_of(c.env, [&](const std::string& v) {
-                    return v.substr(0, v.find('=') + 1) == name;
-                }))
-                env.emplace_back(var);
-        }
-        env.insert(env.end(), c.env.begin(), c.env.end());
-        std::vector<char*> envp;
-        for (auto& e : env)
-            envp.push_back(e.data());
-        envp.push_back(nullptr);
-        std::vector<char*> argv;
-        for (auto& a : c.argv)
-            argv.push_back(a.data());
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (c.stderr_to_log)
-            posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        if (!c.dir.empty())
-            posix_spawn_file_actions_addchdir_np(&fa, c.dir.c_str());
-        const int e = posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
-        posix_spawn_file_actions_destroy(&fa);
-        if (e != 0) {
-            pid_ = -1;
-            throw std::system_error(e, std::generic_category(), "posix_spawnp " + c.argv[0]);
-        }
-        name_ = c.argv[0];
+        name_ = c.argv.at(0);
+        child_ = detail::Child::spawn({.argv = std::move(c.argv),
+                                       .env = std::move(c.env),
+                                       .dir = std::move(c.dir),
+                                       .output = log_,
+                                       .stderr_to_output = c.stderr_to_log});
     }
     Process(Process&& o) noexcept
-        : pid_(std::exchange(o.pid_, -1)), wait_status_(o.wait_status_),
-          timed_out_(o.timed_out_), log_(std::move(o.log_)), name_(std::move(o.name_))
+        : child_(std::move(o.child_)), timed_out_(o.timed_out_), log_(std::move(o.log_)),
+          name_(std::move(o.name_))
     {
         o.log_.clear();
     }
@@ -102,15 +71,14 @@ public:
     /// then is killed; its log goes.
     ~Process()
     {
-        if (pid_ > 0 && !wait_until(Clock::now() + std::chrono::seconds(10)))
-            kill_now();
+        (void)child_.finish(Deadline::after(std::chrono::seconds(10)));
         std::error_code ec;
         if (!log_.empty())
             std::filesystem::remove(log_, ec);
     }
 
     /// Its pid while it runs, -1 once it was reaped.
-    pid_t pid() const noexcept { return pid_; }
+    pid_t pid() const noexcept { return child_.pid(); }
     /// What it has printed so far (all of it, once it ended).
     std::string output() const
     {
@@ -122,11 +90,11 @@ public:
     /// CPU seconds it has used so far, all its threads (/proc/PID/stat's utime + stime).
     double cpu_seconds() const
     {
-        std::ifstream f(fmt::format("/proc/{}/stat", pid_));
+        std::ifstream f(fmt::format("/proc/{}/stat", pid()));
         std::string stat((std::istreambuf_iterator<char>(f)), {});
         const auto after_name = stat.rfind(')'); // the name may hold spaces
         if (after_name == std::string::npos)
-            throw std::runtime_error(fmt::format("no /proc/{}/stat to read", pid_));
+            throw std::runtime_error(fmt::format("no /proc/{}/stat to read", pid()));
         std::istringstream fields(stat.substr(after_name + 2));
         std::string skip;
         for (int i = 3; i < 14; ++i) // state ... cmajflt: fields 3 to 13
@@ -136,22 +104,14 @@ public:
         return double(user + system) / double(::sysconf(_SC_CLK_TCK));
     }
     /// Its exit status, or 128 + the signal that ended it; -1 while it runs.
-    int status() const noexcept
-    {
-        if (wait_status_ < 0)
-            return -1;
-        return WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : 128 + WTERMSIG(wait_status_);
-    }
+    int status() const noexcept { return child_.status(); }
     /// waitpid's status (WIFSIGNALED, WTERMSIG); -1 while it runs.
-    int wait_status() const noexcept { return wait_status_; }
+    int wait_status() const noexcept { return child_.wait_status(); }
     /// Whether finish() had to kill it.
     bool timed_out() const noexcept { return timed_out_; }
 
     /// Whether it ended by `until` (reaped then).
-    bool wait_until(Clock::time_point until)
-    {
-        return eventually(Deadline(until), [this] { return reaped(); });
-    }
+    bool wait_until(Clock::time_point until) { return child_.wait(Deadline(until)); }
     /// Waits until it ends, killing it once `limit` has passed; its status().
     int finish(Clock::duration limit = std::chrono::seconds(180))
     {
@@ -159,28 +119,12 @@ public:
     }
     int finish_by(Clock::time_point until)
     {
-        if (!wait_until(until)) {
-            timed_out_ = true;
-            kill_now();
-        }
-        return status();
+        timed_out_ = !child_.wait(Deadline(until));
+        return child_.finish(Deadline(until));
     }
-    void signal(int sig) const noexcept
-    {
-        if (pid_ > 0)
-            ::kill(pid_, sig);
-    }
+    void signal(int sig) const noexcept { child_.signal(sig); }
     /// SIGKILL now, and reap: it vanishes without a word.
-    void kill_now()
-    {
-        signal(SIGKILL);
-        if (pid_ > 0) {
-            int st = 0;
-            (void)::waitpid(pid_, &st, 0);
-            wait_status_ = st;
-            pid_ = -1;
-        }
-    }
+    void kill_now() noexcept { child_.kill_now(); }
     /// SIGTERM, and SIGKILL if it has not ended after `grace`.
     void stop(Clock::duration grace)
     {
@@ -202,7 +146,7 @@ public:
     {
         std::string text;
         const bool got = eventually(Deadline::after(limit), [&] {
-            const bool ended = reaped();
+            const bool ended = child_.reaped();
             text = output();
             return text.find('\n') != std::string::npos || ended;
         });
@@ -219,21 +163,8 @@ private:
     {
         return status > 128 ? fmt::format("signal {}", status - 128) : fmt::format("exit {}", status);
     }
-    /// Reaps it if it has ended; whether it has.
-    bool reaped()
-    {
-        if (pid_ <= 0)
-            return true;
-        int st = 0;
-        if (::waitpid(pid_, &st, WNOHANG) != pid_)
-            return false;
-        wait_status_ = st;
-        pid_ = -1;
-        return true;
-    }
 
-    pid_t pid_ = -1;
-    int wait_status_ = -1;
+    detail::Child child_;
     bool timed_out_ = false;
     std::string log_;
     std::string name_;

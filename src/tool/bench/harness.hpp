@@ -13,10 +13,13 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 
 #include "weft/bootstrap.hpp"
 #include "weft/info.hpp"
+
+namespace CLI {
+class App;
+} // namespace CLI
 
 namespace weft::bench {
 
@@ -163,6 +166,10 @@ inline constexpr std::size_t iops_region = 64u << 20;
 
 /// "host:port" ("[v6]:port") as its parts; a UsageError naming the mistake.
 std::pair<std::string, std::uint16_t> host_and_port(const std::string& host_port);
+
+/// The ceiling of shm's large transfers: process_vm_writev of `size` bytes
+/// into another process for `budget`, printed as one JSON line. Returns 0.
+int cma_ceiling(std::size_t size, std::chrono::milliseconds budget);
 
 /// Callgrind markers around the timed loop (no-ops outside valgrind).
 void instrumentation_start() noexcept;
