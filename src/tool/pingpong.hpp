@@ -11,9 +11,12 @@
 #include <cstdio>
 #include <string>
 
-#include <CLI/CLI.hpp>
 
 #include "weft/select.hpp"
+
+namespace CLI {
+class App;
+} // namespace CLI
 
 namespace weft::pingpong {
 

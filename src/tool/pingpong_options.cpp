@@ -3,10 +3,11 @@
 #include <chrono>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "pingpong.hpp"
-#include "sizes.hpp"
+#include "size_options.hpp"
 #include "traits.hpp"
 
 namespace weft::pingpong {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cpus.hpp"
-#include "sizes.hpp"
+#include "size_options.hpp"
 
 using weft::tool::parse_size;
 using weft::tool::parse_size_list;

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/Error.hpp>
+
 #include "harness_parts.hpp"
 
 namespace weft::bench::parts {

@@ -6,12 +6,13 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cpus.hpp"
 #include "fork_pair.hpp"
 #include "harness_parts.hpp"
-#include "sizes.hpp"
+#include "size_options.hpp"
 #include "socket.hpp"
 
 namespace weft::bench {
