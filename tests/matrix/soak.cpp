@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -26,17 +25,6 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback)
 {
     const char* v = std::getenv(name);
     return v ? std::strtoull(v, nullptr, 0) : fallback;
-}
-
-/// Fast deterministic bytes.
-void scribble(std::byte* p, std::size_t n, std::uint64_t& x)
-{
-    for (std::size_t i = 0; i < n; ++i) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = static_cast<std::byte>(x);
-    }
 }
 
 } // namespace
@@ -72,8 +60,8 @@ TEST_CASE("soak: 10^5 random RMA writes and reads, every byte verified", "[soak]
         std::size_t off = 0, len = 0;
     };
     std::array<Lane, lanes> lane{};
-    std::mt19937_64 rng(seed);
-    std::uint64_t x = seed | 1, posted = 0, done = 0, writes = 0, reads = 0, bytes = 0;
+    test::Xorshift rng(seed);
+    std::uint64_t posted = 0, done = 0, writes = 0, reads = 0, bytes = 0;
     std::uint64_t mismatched_reads = 0, mismatched_bytes = 0, checkpoints = 0;
 
     const bool quirk_ok = ep.quirks().page_crossing_reads_unreliable;
@@ -146,7 +134,7 @@ TEST_CASE("soak: 10^5 random RMA writes and reads, every byte verified", "[soak]
                 p.client.read(sink->slice(at, l.len), remote, at, &l);
                 ++reads;
             } else {
-                scribble(src->data() + at, l.len, x);
+                rng.fill(std::span(src->data() + at, l.len));
                 std::memcpy(shadow.data() + at, src->data() + at, l.len);
                 p.client.write(src->slice(at, l.len), remote, at, &l);
                 ++writes;
@@ -208,14 +196,14 @@ TEST_CASE("soak: many threads x many endpoints x deep queues, data verified", "[
                     sink.push_back(
                         p.exposed.emplace_back(p.client.allocate(depth * block, Access::remote_write)));
                 }
-                std::uint64_t x = 0x1234567ull * static_cast<std::uint64_t>(t + 1);
+                test::Xorshift bytes(0x1234567ull * static_cast<std::uint64_t>(t + 1));
                 for (int r = 0; r < rounds; ++r) {
                     for (int k = 0; k < pairs_per_thread; ++k) {
                         auto& p = pairs[static_cast<std::size_t>(k)];
                         auto& s = *src[static_cast<std::size_t>(k)];
                         auto& d = *sink[static_cast<std::size_t>(k)];
                         const auto& rr = remote[static_cast<std::size_t>(k)];
-                        scribble(s.data(), depth * block, x);
+                        bytes.fill(std::span(s.data(), depth * block));
                         int ctx = 0;
                         for (int i = 0; i < depth; ++i) // a full queue of writes
                             p.client.write(s.slice(i * block, block), rr, i * block, &ctx);

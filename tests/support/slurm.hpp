@@ -9,11 +9,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,6 +24,7 @@
 
 #include "eventually.hpp"
 #include "process.hpp"
+#include "random.hpp"
 #include "sockets.hpp"
 #include "temp_dir.hpp"
 #include "weft/deadline.hpp"
@@ -138,12 +139,9 @@ private:
         const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
         if (fd < 0)
             throw std::runtime_error("cannot create " + path);
-        std::random_device rd;
-        std::vector<unsigned> words(32); // 1024 bits, what mungekey makes
-        for (auto& w : words)
-            w = rd();
-        const auto n = static_cast<ssize_t>(words.size() * sizeof(unsigned));
-        const bool ok = ::write(fd, words.data(), static_cast<std::size_t>(n)) == n;
+        std::array<std::byte, 128> key{}; // 1024 bits, what mungekey makes
+        detail::random_bytes(key, "munge's key");
+        const bool ok = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size());
         ::close(fd);
         if (!ok)
             throw std::runtime_error("cannot write " + path);

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <stdexcept>
 #include <string>
 
+#include "random.hpp"
 #include "weft/bootstrap.hpp"
 
 namespace weft::test {
@@ -35,11 +35,10 @@ inline std::uint16_t free_port(const std::string& address = "127.0.0.1")
     }
     const unsigned low = 10000;
     const unsigned high = ephemeral_low > low + 1000 ? ephemeral_low - 1 : 32767;
-    std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-    std::uniform_int_distribution<unsigned> in_range(low, high);
     for (int tries = 0; tries < 200; ++tries) {
+        const auto pick = detail::random_u64("a test's port");
         try {
-            const SideListener probe(address, static_cast<std::uint16_t>(in_range(pick)));
+            const SideListener probe(address, static_cast<std::uint16_t>(low + pick % (high - low + 1)));
             return probe.port();
         } catch (const std::exception&) {
             // taken: draw another
