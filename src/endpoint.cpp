@@ -199,7 +199,7 @@ void Endpoint::post_slots()
 
 void Endpoint::post_recv(std::uint32_t slot)
 {
-    post<fi_recv>("fi_recv", slots_[slot], slots_.size(), slots_.desc(), FI_ADDR_UNSPEC,
+    post<fi_recv>("fi_recv", FI_ADDR_UNSPEC, slots_[slot], slots_.size(), slots_.desc(), FI_ADDR_UNSPEC,
                   &tags_[2 + slot]);
 }
 

@@ -18,10 +18,17 @@
 
 namespace weft {
 
-void Endpoint::post_slow(const char* call, ssize_t r, ssize_t (*retry)(void*), void* arg)
+void Endpoint::post_slow(const char* call, fi_addr_t dest, ssize_t r, ssize_t (*retry)(void*),
+                         void* arg)
 {
     std::optional<Deadline> deadline;
-    while (r == -FI_EAGAIN) {
+    for (std::uint32_t tries = 1; r == -FI_EAGAIN; ++tries) {
+        // A peer known to be gone answers never: say so, not at the timeout.
+        if (gone_check_ && tries % 64 == 0)
+            if (const std::string* why = gone_check_(gone_owner_, *this, dest))
+                throw Error(call, -FI_ECONNRESET, std::string(provider()),
+                            fmt::format("the peer this post is for is lost ({})", *why),
+                            nullptr, true);
         if (!deadline)
             deadline = Deadline::after(post_timeout_);
         else if (deadline->expired())
@@ -79,7 +86,7 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
             closed_error("write_batch");
         const ssize_t r = fi_writemsg(ep_.get(), &msg, flags);
         if (r == -FI_EAGAIN)
-            post<fi_writemsg>("fi_writemsg", &msg, flags & ~FI_MORE);
+            post<fi_writemsg>("fi_writemsg", msg.addr, &msg, flags & ~FI_MORE);
         else if (r != 0)
             detail::throw_error("fi_writemsg", static_cast<int>(r), provider());
         signaled += signal;
@@ -111,7 +118,7 @@ void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::
     for (const Local& l : src)
         q_->keep_source(l);
     fi_msg_rma msg{iov.data(), desc.data(), src.size(), peer.addr, &rma, 1, context, 0};
-    post<fi_writemsg>("fi_writemsg", &msg, FI_COMPLETION);
+    post<fi_writemsg>("fi_writemsg", msg.addr, &msg, FI_COMPLETION);
     ++q_->in_flight_;
 }
 
@@ -124,13 +131,13 @@ void Endpoint::write_notify_framed(Local src, std::uint64_t addr, std::uint64_t 
     take_credit(); // before the write, so that a write is never left without its notify
     q_->keep_source(src);
     if (ordered_saw_) {
-        post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, key, internal_ctx());
+        post<fi_write>("fi_write", peer.addr, src.addr, src.len, src.desc, peer.addr, addr, key, internal_ctx());
     } else {
         iovec iov{src.addr, src.len};
         fi_rma_iov rma{addr, src.len, key};
         fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, fence_ctx(), 0};
         fence_done_ = false;
-        post<fi_writemsg>("fi_writemsg", &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+        post<fi_writemsg>("fi_writemsg", msg.addr, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
         await_fence(Deadline::after(post_timeout_), "the write before the notify message");
     }
     send_frame(frame::type_notify, value, Local{}, context, peer);
@@ -165,7 +172,7 @@ void Endpoint::flush(const RemoteRegion& readable, Peer peer, Deadline deadline)
     fi_rma_iov rma{readable.read_address(0, 1), 1, readable.key()};
     fi_msg_rma msg{&iov, &desc, 1, peer.addr, &rma, 1, fence_ctx(), 0};
     fence_done_ = false;
-    post<fi_readmsg>("fi_readmsg(flush)", &msg,
+    post<fi_readmsg>("fi_readmsg(flush)", msg.addr, &msg,
                      FI_COMPLETION | (queue_bypassing_reads_ ? FI_DELIVERY_COMPLETE : 0));
     await_fence(deadline, "the flush read");
     std::erase(unflushed_peers_, peer.addr);
@@ -209,7 +216,7 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
     if (!unflushed_peers_.empty())
         flush_before_read(src, offset, peer);
     fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
-    post<fi_readmsg>("fi_readmsg", &msg, FI_COMPLETION);
+    post<fi_readmsg>("fi_readmsg", msg.addr, &msg, FI_COMPLETION);
     ++q_->in_flight_;
 }
 
@@ -239,18 +246,18 @@ void Endpoint::send(Local src, void* context, Peer peer)
     }
     if (send_bits_) { // the sender named in CQ data (Quirks::message_source_unreliable)
         q_->keep_source(src);
-        post<fi_senddata>("fi_senddata", src.addr, src.len, src.desc, send_bits_, peer.addr,
+        post<fi_senddata>("fi_senddata", peer.addr, src.addr, src.len, src.desc, send_bits_, peer.addr,
                           context);
         ++q_->in_flight_;
         return;
     }
     if (src.len <= inject_size_) {
-        post<fi_inject>("fi_inject", src.addr, src.len, peer.addr);
+        post<fi_inject>("fi_inject", peer.addr, src.addr, src.len, peer.addr);
         complete_locally(Op::send, context, src.len);
         return;
     }
     q_->keep_source(src);
-    post<fi_send>("fi_send", src.addr, src.len, src.desc, peer.addr, context);
+    post<fi_send>("fi_send", peer.addr, src.addr, src.len, src.desc, peer.addr, context);
     ++q_->in_flight_;
 }
 
@@ -265,7 +272,7 @@ void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload,
     if (payload.len)
         q_->keep_source(payload);
     fi_msg msg{iov.data(), desc.data(), count, peer.addr, context, 0};
-    post<fi_sendmsg>("fi_sendmsg", &msg, FI_COMPLETION);
+    post<fi_sendmsg>("fi_sendmsg", msg.addr, &msg, FI_COMPLETION);
     q_->in_flight_ += q_->ours(context) ? 0 : 1;
 }
 
@@ -296,7 +303,7 @@ void Endpoint::fetch_add(Local result, const RemoteRegion& dst, std::uint64_t of
     const void* buf = quirks_.atomic_operands_by_value
                           ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(operand))
                           : &s->operand;
-    post<fi_fetch_atomic>("fi_fetch_atomic", buf, 1, scratch_.desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
+    post<fi_fetch_atomic>("fi_fetch_atomic", peer.addr, buf, 1, scratch_.desc(), result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_SUM, context);
     ++q_->in_flight_;
 }
 
@@ -320,7 +327,7 @@ void Endpoint::compare_swap(Local result, const RemoteRegion& dst, std::uint64_t
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(desired)) : &s->operand;
     const void* compare =
         by_value ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(expected)) : &s->compare;
-    post<fi_compare_atomic>("fi_compare_atomic", swap, 1, desc, compare, desc, result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
+    post<fi_compare_atomic>("fi_compare_atomic", peer.addr, swap, 1, desc, compare, desc, result.addr, result.desc, peer.addr, addr, dst.key(), FI_UINT64, FI_CSWAP, context);
     ++q_->in_flight_;
 }
 

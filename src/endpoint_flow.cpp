@@ -78,7 +78,7 @@ void Endpoint::send_hello()
         send_frame(frame::type_hello, 0, Local{staging, len, desc}, internal_ctx(), Peer{});
         return;
     }
-    post<fi_send>("fi_send(hello)", staging, len, desc, FI_ADDR_UNSPEC, internal_ctx());
+    post<fi_send>("fi_send(hello)", FI_ADDR_UNSPEC, staging, len, desc, FI_ADDR_UNSPEC, internal_ctx());
 }
 
 bool Endpoint::accept_hello(const std::byte* payload, std::size_t len)
@@ -159,7 +159,7 @@ void Endpoint::grant_credits()
     value->operand = count;
     const RemoteRegion& counter = credits_.peer_counter();
     const std::uint64_t addr = counter.write_address(0, sizeof(std::uint64_t));
-    post<fi_write>("fi_write(credits)", &value->operand, sizeof(std::uint64_t), scratch_.desc(),
+    post<fi_write>("fi_write(credits)", FI_ADDR_UNSPEC, &value->operand, sizeof(std::uint64_t), scratch_.desc(),
                    FI_ADDR_UNSPEC, addr, counter.key(), internal_ctx());
     credits_.granted(count);
     granting_ = false;

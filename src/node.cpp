@@ -75,6 +75,7 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
                             info->domain_attr->cq_data_size < sizeof(std::uint64_t);
         node->rdm_ = Endpoint::open_rdm(node->domain_, selection->options(), node->completions_,
                                         framed);
+        node->rdm_->set_gone_check(&Node::gone_check, node.get());
         name = node->rdm_->name();
         if (!(node->rdm_->info()->caps & FI_SOURCE))
             throw Error("Node::open", -FI_ENOSYS, std::string(selection->provider()),
@@ -315,14 +316,33 @@ Completion Node::wait_for(Op op, Deadline deadline)
     return q_->wait_for(op, deadline);
 }
 
+namespace {
+
+/// Names the peer waited on (Node::idle fails the wait once it is lost), and
+/// forgets it when the wait ends.
+struct Waited {
+    PeerId& slot;
+    Waited(PeerId& waiting, PeerId peer) noexcept : slot(waiting) { slot = peer; }
+    ~Waited() { slot = PeerId{}; }
+    Waited(const Waited&) = delete;
+    Waited& operator=(const Waited&) = delete;
+};
+
+} // namespace
+
+Completion Node::wait(void* context, PeerId peer, Deadline deadline)
+{
+    const Use use(*this, "Node::wait");
+    (void)entry(peer, "Node::wait");
+    const Waited waited(waiting_, peer);
+    return q_->wait(context, deadline);
+}
+
 Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 {
     const Use use(*this, "Node::wait_for");
     (void)entry(peer, "Node::wait_for");
-    struct Waited {
-        PeerId& slot;
-        ~Waited() { slot = PeerId{}; }
-    } const waited{waiting_ = peer};
+    const Waited waited(waiting_, peer);
     return q_->wait_for(op, peer, deadline);
 }
 

@@ -94,8 +94,8 @@ void Node::idle()
     // A peer waited for that is lost sends nothing more: say so now, not at
     // the deadline (what it sent before is handed out first).
     if (waiting_ && is_lost(waiting_))
-        throw Error("Node::wait_for", -FI_ECONNRESET, std::string(provider()),
-                    fmt::format("peer {} is lost ({}) while this side waited for it",
+        throw Error("Node::wait", -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}) while this side waited on it",
                                 waiting_.index, peers_[waiting_.index].why),
                     nullptr, true);
 }
@@ -136,6 +136,24 @@ void Node::check_watched()
     for (const PeerId p : gone)
         lose(p, "it is gone: its side channel closed (it exited, was killed, or closed its "
                  "connection)");
+}
+
+const std::string* Node::gone_check(void* node, const Endpoint& ep, fi_addr_t dest)
+{
+    Node& n = *static_cast<Node*>(node);
+    n.check_watched();
+    if (const PeerId peer = ep.peer()) // MSG: the endpoint's own peer
+        return n.is_lost(peer) ? &n.peers_[peer.index].why : nullptr;
+    // RDM: the peer at `dest`; lost only if no live peer has that address.
+    const std::string* why = nullptr;
+    for (const PeerEntry& e : n.peers_) {
+        if (e.addr != dest || e.state == PeerEntry::State::removed)
+            continue;
+        if (e.state != PeerEntry::State::lost)
+            return nullptr;
+        why = &e.why;
+    }
+    return why;
 }
 
 void Node::tend()

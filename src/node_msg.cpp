@@ -130,6 +130,7 @@ void Node::connect_msg(PeerId peer)
     const Info info = aimed_at(selection_->info(), *e.address);
     e.ep = detail::retry_on_port_clash(info.get(), [&] {
         auto ep = Endpoint::open_msg(domain_, info, selection_->options(), eq_, completions_, peer);
+        ep->set_gone_check(&Node::gone_check, this);
         ep->begin_connect(request_data(instance_, e.credential));
         return ep;
     });
@@ -196,6 +197,7 @@ void Node::on_request(EventQueue::Event ev)
     try {
         e.ep = Endpoint::open_msg(domain_, std::move(*ev.info), selection_->options(), eq_,
                                   completions_, peer);
+        e.ep->set_gone_check(&Node::gone_check, this);
         e.fid = &e.ep->get()->fid;
         by_fid_[e.fid] = peer.index;
         e.ep->begin_accept();

@@ -148,11 +148,12 @@ public:
             explain(e);
         }
     }
-    /// The completion of the operation posted with `context`.
+    /// The completion of the operation posted with `context`; Error with
+    /// peer_lost() as soon as the peer is gone.
     Completion wait(void* context, Deadline deadline) const
     {
         try {
-            return live("Connection::wait").wait(context, deadline);
+            return live("Connection::wait").wait(context, peer_id_, deadline);
         } catch (const Error& e) {
             explain(e);
         }

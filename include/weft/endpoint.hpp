@@ -267,6 +267,18 @@ public:
     /// How long a post keeps retrying -FI_EAGAIN before TimeoutError.
     void set_post_timeout(Clock::duration d) noexcept { post_timeout_ = d; }
 
+    /// Asked now and then while a post retries -FI_EAGAIN: whether its
+    /// destination (`dest`, FI_ADDR_UNSPEC on a connected endpoint) is known
+    /// to be gone, and why (nullptr while it is not). A Node sets one, so
+    /// that a post to a peer whose side channel closed fails within
+    /// milliseconds with Error::peer_lost() instead of at the post timeout.
+    using GoneCheck = const std::string* (*)(void* owner, const Endpoint& ep, fi_addr_t dest);
+    void set_gone_check(GoneCheck check, void* owner) noexcept
+    {
+        gone_check_ = check;
+        gone_owner_ = owner;
+    }
+
     struct Private;
     Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options, EndpointKind kind);
 
@@ -289,12 +301,16 @@ private:
     void* fence_ctx() noexcept { return &tags_[1]; }
 
     /// Posts with libfabric's `Fn` (fi_write, fi_inject_write, ...) on the endpoint:
-    /// one call and a compare; -FI_EAGAIN and errors go out of line.
+    /// one call and a compare; -FI_EAGAIN and errors go out of line. `dest` is
+    /// the peer's address among `args` (FI_ADDR_UNSPEC when connected), for
+    /// the gone check while -FI_EAGAIN is retried.
     template <auto Fn, class... A>
-    void post(const char* call, A... args);
+    void post(const char* call, fi_addr_t dest, A... args);
     template <auto Fn, class... A>
-    [[gnu::noinline, gnu::cold]] void post_retry(const char* call, ssize_t first, A... args);
-    void post_slow(const char* call, ssize_t first, ssize_t (*retry)(void*), void* arg);
+    [[gnu::noinline, gnu::cold]] void post_retry(const char* call, fi_addr_t dest, ssize_t first,
+                                                 A... args);
+    void post_slow(const char* call, fi_addr_t dest, ssize_t first, ssize_t (*retry)(void*),
+                   void* arg);
 
     /// A receive slot's completion (Completions::translate): the hello, a
     /// framed notification or message, or a plain message.
@@ -340,6 +356,8 @@ private:
     bool ordered_saw_ = false;   // send after write is ordered
     bool atomics_ = false;
     Clock::duration post_timeout_ = std::chrono::seconds(10);
+    GoneCheck gone_check_ = nullptr;
+    void* gone_owner_ = nullptr;
     bool fence_done_ = false;
     // Quirks::reads_overtake_queued_writes: a queued (injected) write_notify
     // notes its peer, a flush to that peer forgets it; a read to a noted peer

@@ -168,6 +168,10 @@ public:
         const Use use(*this, "Node::wait");
         return q_->wait(context, deadline);
     }
+    /// The same, for an operation posted to `peer`: should that peer be lost
+    /// meanwhile, Error::peer_lost() at once, not at the deadline (an
+    /// operation to a peer that left may never complete).
+    Completion wait(void* context, PeerId peer, Deadline deadline);
     Completion wait_for(Op op, Deadline deadline);
     /// The next `op` that `peer` caused; others are kept for later.
     Completion wait_for(Op op, PeerId peer, Deadline deadline);
@@ -275,6 +279,9 @@ private:
     bool events_due() noexcept;
     void reap_broken();
     void check_watched();
+    /// Endpoint::GoneCheck: a post waiting out -FI_EAGAIN asks whether its
+    /// peer has been lost meanwhile (its side channel closed).
+    static const std::string* gone_check(void* node, const Endpoint& ep, fi_addr_t dest);
     void unwatch(PeerId peer) noexcept;
     void on_request(EventQueue::Event ev);
     void connect_msg(PeerId peer);

@@ -4,7 +4,7 @@
 //   usage: weft-test-peer PROVIDER msg|rdm ADDRESS [PORT]
 // With --stream HOST:PORT it is a client instead: it connects to a weft server
 // there, exchanges regions and writes to the server's region until it is
-// killed (the fault tests kill it).
+// killed (the fault tests kill it) or the server leaves.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +47,16 @@ int stream(Options o, const char* server)
     for (std::uint64_t i = 0;; ++i) {
         weft::test::fill_pattern(src->bytes().first(65536), i);
         c.write(src->slice(0, 65536), target, (i * 65536) % (target.length() - 65536), &ctx);
-        (void)c.endpoint().wait(&ctx, Deadline::after(30s));
+        (void)c.wait(&ctx, Deadline::after(30s));
+        // A server that left (its side channel closed) ends the stream, also
+        // where writes to it still complete (shm, RDM).
+        if (i % 16 == 15) {
+            c.node().progress();
+            if (c.node().is_lost(c.peer_id())) {
+                std::printf("the server left\n");
+                return 0;
+            }
+        }
     }
 }
 

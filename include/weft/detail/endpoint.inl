@@ -20,23 +20,23 @@ namespace weft {
 // (a retry needs it again), ~12 stores per post; plain arguments stay in
 // registers and are only spilled on the cold path.
 template <auto Fn, class... A>
-void Endpoint::post_retry(const char* call, ssize_t first, A... args)
+void Endpoint::post_retry(const char* call, fi_addr_t dest, ssize_t first, A... args)
 {
     auto again = [&] { return Fn(ep_.get(), args...); };
     using Again = decltype(again);
-    post_slow(call, first, [](void* p) -> ssize_t { return (*static_cast<Again*>(p))(); },
+    post_slow(call, dest, first, [](void* p) -> ssize_t { return (*static_cast<Again*>(p))(); },
               &again);
 }
 
 template <auto Fn, class... A>
-[[gnu::always_inline]] inline void Endpoint::post(const char* call, A... args)
+[[gnu::always_inline]] inline void Endpoint::post(const char* call, fi_addr_t dest, A... args)
 {
     fid_ep* ep = ep_.get();
     if (ep == nullptr) [[unlikely]]
         closed_error(call);
     const ssize_t r = Fn(ep, args...);
     if (r != 0) [[unlikely]]
-        post_retry<Fn>(call, r, args...);
+        post_retry<Fn>(call, dest, r, args...);
 }
 
 [[gnu::always_inline]] inline void Endpoint::write(Local src, const RemoteRegion& dst,
@@ -47,12 +47,12 @@ template <auto Fn, class... A>
         if (odd_length("write", Op::write, src.len, context))
             return;
     if (src.len <= inject_size_) {
-        post<fi_inject_write>("fi_inject_write", src.addr, src.len, peer.addr, addr, dst.key());
+        post<fi_inject_write>("fi_inject_write", peer.addr, src.addr, src.len, peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
         return;
     }
     q_->keep_source(src);
-    post<fi_write>("fi_write", src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
+    post<fi_write>("fi_write", peer.addr, src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
     ++q_->in_flight_;
 }
 
@@ -66,7 +66,7 @@ template <auto Fn, class... A>
     q_->keep_sink(dst);
     if (!unflushed_peers_.empty()) [[unlikely]]
         flush_before_read(src, offset, peer);
-    post<fi_read>("fi_read", dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
+    post<fi_read>("fi_read", peer.addr, dst.addr, dst.len, dst.desc, peer.addr, addr, src.key(), context);
     ++q_->in_flight_;
 }
 
@@ -77,7 +77,7 @@ template <auto Fn, class... A>
     if (src.size() > inject_size_) [[unlikely]]
         inject_too_big(src.size());
     const std::uint64_t addr = dst.write_address(offset, src.size());
-    post<fi_inject_write>("fi_inject_write", src.data(), src.size(), peer.addr, addr, dst.key());
+    post<fi_inject_write>("fi_inject_write", peer.addr, src.data(), src.size(), peer.addr, addr, dst.key());
 }
 
 [[gnu::always_inline]] inline void Endpoint::write_notify(Local src, const RemoteRegion& dst,
@@ -92,7 +92,7 @@ template <auto Fn, class... A>
         return;
     }
     if (src.len <= inject_size_) {
-        post<fi_inject_writedata>("fi_inject_writedata", src.addr, src.len, value | notify_bits_,
+        post<fi_inject_writedata>("fi_inject_writedata", peer.addr, src.addr, src.len, value | notify_bits_,
                                   peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
         if (queue_bypassing_reads_ && !unflushed(peer.addr)) // a read must not overtake it
@@ -100,7 +100,7 @@ template <auto Fn, class... A>
         return;
     }
     q_->keep_source(src);
-    post<fi_writedata>("fi_writedata", src.addr, src.len, src.desc, value | notify_bits_,
+    post<fi_writedata>("fi_writedata", peer.addr, src.addr, src.len, src.desc, value | notify_bits_,
                        peer.addr, addr, dst.key(), context);
     ++q_->in_flight_;
 }
