@@ -193,8 +193,8 @@ void verbs_quirks(const fi_info* info, Quirks& q)
     q.read_only_unenforced = iwarp && prov.find(';') != std::string_view::npos;
     // An iWARP write completes once sent, so a refusal only closes the
     // connection, which ofi_rxm opens again for the next operation: the
-    // refusal is lost as over TCP (siw, every lab run; rxe reports it on the
-    // write's own completion).
+    // refusal may be lost as over TCP (siw: in some lab runs, reported in
+    // others; rxe reports it on the write's own completion).
     q.refusal_lost_on_reconnect = iwarp && info->ep_attr->type == FI_EP_RDM;
     if (device) {
         q.max_cq_entries = device->max_cqe;

@@ -42,11 +42,11 @@ struct Quirks {
     /// A refused RMA closes the connection it came on, and the RDM layer
     /// opens a new one for the next operation to that peer without a word: the
     /// refusal reaches only the operations in flight when the connection
-    /// closed, and is lost when the next one comes later (RDM over TCP:
-    /// tcp;ofi_rxm and net; verbs;ofi_rxm on iWARP, whose writes complete
-    /// once sent). The refused bytes never land. Test: "misuse: where RDM
-    /// reconnects behind a refusal, it is lost when the next operation comes
-    /// after the reconnect".
+    /// closed, and may be lost when the next one comes later (RDM over TCP:
+    /// tcp;ofi_rxm and net, every time; verbs;ofi_rxm on iWARP, whose writes
+    /// complete once sent, some of the time). The refused bytes never land.
+    /// Test: "misuse: where RDM reconnects behind a refusal, it may be lost
+    /// when the next operation comes after the reconnect".
     bool refusal_lost_on_reconnect = false;
     /// The provider advertises FI_ATOMIC but its fetch atomics are unusable;
     /// weft refuses them as unsupported.
