@@ -63,8 +63,8 @@ install_deps() {
 
 # weft.sh builds the library in batches of 8 files (a unity build: each batch
 # parses the headers once; the sanitized library compiles in a third of the
-# time). Each file still compiles alone: the fuzz build (tests/fuzz/run) and a
-# plain cmake build compile file by file.
+# time), and so does the fuzz build (tests/fuzz/run). A plain cmake build
+# compiles file by file; CI does not (each file must include what it uses).
 configure_only() { # DIR [CMAKE ARGS...]
     local dir=$1
     shift
