@@ -77,7 +77,8 @@ check_weft_server() { weft_catch "$WEFT_TESTS/test_server"; }
 check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost"; }
 check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
 # Many peers on one Node (one domain, one queue), every completion naming its peer.
-check_weft_node() { weft_catch "$WEFT_TESTS/test_node"; }
+# With each test case's time: the lab's longest check (2.4 min on rxe under TCG).
+check_weft_node() { weft_catch "$WEFT_TESTS/test_node" --durations yes; }
 check_weft_node_sleep() { weft_catch "$WEFT_TESTS/test_node_sleep"; }
 # Ranks as threads on the verbs cells: every link of a ring connects from
 # both ends at once, then a mesh connects on first use.
