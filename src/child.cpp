@@ -143,22 +143,14 @@ Child& Child::operator=(Child&& other) noexcept
     return *this;
 }
 
-std::string Child::read_until(char delim, Deadline deadline)
+std::string Child::read_to(int delim, Deadline deadline)
 {
     std::string out;
     for (char ch = 0; from_child_ && read_byte(from_child_.get(), ch, deadline);) {
         out += ch;
-        if (ch == delim)
+        if (static_cast<unsigned char>(ch) == delim)
             break;
     }
-    return out;
-}
-
-std::string Child::read_rest(Deadline deadline)
-{
-    std::string out;
-    for (char ch = 0; from_child_ && read_byte(from_child_.get(), ch, deadline);)
-        out += ch;
     return out;
 }
 

@@ -57,11 +57,15 @@ public:
     /// Its pid while it runs, -1 once reaped.
     pid_t pid() const noexcept { return pid_; }
 
-    /// What a forked child (or a spawned one's captured stdout) wrote, up to and with `delim`, or until it closed
-    /// its end or `deadline` passed (then without `delim`).
-    std::string read_until(char delim, Deadline deadline);
+    /// What a forked child (or a spawned one's captured stdout) wrote, up to
+    /// and with `delim`, or until it closed its end or `deadline` passed (then
+    /// without `delim`).
+    std::string read_until(char delim, Deadline deadline)
+    {
+        return read_to(static_cast<unsigned char>(delim), deadline);
+    }
     /// Everything it writes until it closes its end (or `deadline` passes).
-    std::string read_rest(Deadline deadline);
+    std::string read_rest(Deadline deadline) { return read_to(-1, deadline); }
     /// Exactly `n` bytes it wrote; false when it closed its end or `deadline`
     /// passed first.
     bool read_exact(void* out, std::size_t n, Deadline deadline);
@@ -83,6 +87,8 @@ public:
     void kill_now() noexcept;
 
 private:
+    /// Up to and with `delim` (a byte value; -1: none, to the end).
+    std::string read_to(int delim, Deadline deadline);
     Child(pid_t pid, Fd from_child) noexcept : pid_(pid), from_child_(std::move(from_child)) {}
 
     pid_t pid_ = -1;

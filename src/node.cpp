@@ -316,28 +316,6 @@ Completion Node::wait_for(Op op, Deadline deadline)
     return q_->wait_for(op, deadline);
 }
 
-namespace {
-
-/// Names the peer waited on (Node::idle fails the wait once it is lost), and
-/// forgets it when the wait ends.
-struct Waited {
-    PeerId& slot;
-    Waited(PeerId& waiting, PeerId peer) noexcept : slot(waiting) { slot = peer; }
-    ~Waited() { slot = PeerId{}; }
-    Waited(const Waited&) = delete;
-    Waited& operator=(const Waited&) = delete;
-};
-
-} // namespace
-
-Completion Node::wait(void* context, PeerId peer, Deadline deadline)
-{
-    const Use use(*this, "Node::wait");
-    (void)entry(peer, "Node::wait");
-    const Waited waited(waiting_, peer);
-    return q_->wait(context, deadline);
-}
-
 Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 {
     const Use use(*this, "Node::wait_for");

@@ -170,8 +170,14 @@ public:
     }
     /// The same, for an operation posted to `peer`: should that peer be lost
     /// meanwhile, Error::peer_lost() at once, not at the deadline (an
-    /// operation to a peer that left may never complete).
-    Completion wait(void* context, PeerId peer, Deadline deadline);
+    /// operation to a peer that left may never complete). Inline too: the
+    /// peer is only noted (Node::idle looks at it while the queue is empty).
+    [[gnu::always_inline]] Completion wait(void* context, PeerId peer, Deadline deadline)
+    {
+        const Use use(*this, "Node::wait");
+        const Waited waited(waiting_, peer);
+        return q_->wait(context, deadline);
+    }
     Completion wait_for(Op op, Deadline deadline);
     /// The next `op` that `peer` caused; others are kept for later.
     Completion wait_for(Op op, PeerId peer, Deadline deadline);
@@ -244,6 +250,15 @@ public:
     };
 
 private:
+    /// Names the peer a wait is for (Node::idle fails the wait once it is
+    /// lost), and forgets it when the wait ends.
+    struct Waited {
+        PeerId& slot;
+        Waited(PeerId& waiting, PeerId peer) noexcept : slot(waiting) { slot = peer; }
+        ~Waited() { slot = PeerId{}; }
+        Waited(const Waited&) = delete;
+        Waited& operator=(const Waited&) = delete;
+    };
     struct Route {
         Endpoint* ep = nullptr;
         fi_addr_t addr = FI_ADDR_UNSPEC;
@@ -310,7 +325,7 @@ private:
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
     detail::Fd epoll_fd_;                     // Waiting::sleep: the queue's and the event queue's
     Gate gate_;                               // MSG: admits peers not added
-    PeerId waiting_;                          // wait_for(op, peer): the peer waited for
+    PeerId waiting_;                          // wait(.., peer) and wait_for(op, peer): the peer waited on
     struct Watched {
         int fd;
         PeerId peer;
