@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -65,9 +66,7 @@ public:
             for (std::uint32_t p = 0; p < pieces; ++p) {
                 receive(tag(0, s, p), deadline);
                 const auto [from, to] = piece(count, in, p, per);
-                const float* add = staging + s * chunk_max() + p * per;
-                for (std::size_t i = from; i < to; ++i)
-                    d[i] += *add++;
+                add_into(d + from, staging + s * chunk_max() + p * per, to - from);
                 if (s + 2 < n_) // on into the right one's next slot
                     send(count, in, p, per, right_staging_, (s + 1) * chunk_max(), tag(0, s + 1, p),
                          deadline);
@@ -94,6 +93,23 @@ public:
     void set_piece(std::size_t floats) { piece_ = floats ? floats : SIZE_MAX / 2; }
 
 private:
+    /// d[i] += a[i], eight floats at a time (GCC's vector extension): at -O2 GCC 12 left
+    /// the plain loop scalar, and the sums took a third of a 1 MiB call on shm.
+    static void add_into(float* d, const float* a, std::size_t n)
+    {
+        using Floats = float __attribute__((vector_size(32)));
+        std::size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            Floats x, y;
+            std::memcpy(&x, d + i, sizeof x);
+            std::memcpy(&y, a + i, sizeof y);
+            x += y;
+            std::memcpy(d + i, &x, sizeof x);
+        }
+        for (; i < n; ++i)
+            d[i] += a[i];
+    }
+
     std::size_t chunk_max() const { return (max_ + n_ - 1) / n_; }
     std::size_t begin(std::size_t count, std::uint32_t chunk) const
     {
