@@ -78,7 +78,7 @@ check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost"; }
 check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
 # Many peers on one Node (one domain, one queue), every completion naming its peer.
 # 32 peers run on the MSG cell only: over verbs;ofi_rxm they took 127 s on rxe
-# under TCG (5.5 s over MSG), two thirds of the lab's longest check. RDM over
+# under TCG (5.5 s over MSG), nine tenths of the lab's longest check. RDM over
 # verbs meets 8 peers here (the notification case), and 32 RDM peers run over
 # tcp, shm and udp in every CI run.
 check_weft_node() {
