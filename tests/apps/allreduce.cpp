@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The ring all-reduce (examples/07_allreduce) as its users launch it: 4 ranks over
+// The ring all-reduce (examples/apps/allreduce) as its users launch it: 4 ranks over
 // the TCP store, and under mpirun on shm with more ranks than cores (Waiting::yield).
 // Every rank checks every float of the sum, at sizes below the rank count, not divisible
 // by it, and up to 1 MiB.

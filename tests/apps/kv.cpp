@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The KV node (examples/06_kv) as its users run it: weft-kv-server as a process,
+// The KV node (examples/apps/kv) as its users run it: weft-kv-server as a process,
 // the lesson's weft-kv-client, and weft-kv-load's client processes, which check
 // every value they read (a value names its key and the PUT that wrote it) and
 // exit 1 on one wrong value. On tcp, shm and tcp;ofi_rxm.

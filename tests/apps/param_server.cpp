@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The parameter server (examples/08_param_server) as its users launch it: a server and
+// The parameter server (examples/apps/param_server) as its users launch it: a server and
 // 3 workers over the TCP store, each worker checking the parameters it pulls after every
 // round (a sample) and all of them after the last, against the exact sums.
 #include <string>
