@@ -63,18 +63,29 @@ check_weft_memory() { weft_catch "$WEFT_TESTS/test_memory" "[matrix]"; }
 check_weft_progress() { weft_catch "$WEFT_TESTS/test_progress" "[matrix]"; }
 check_weft_process() { weft_catch "$WEFT_TESTS/test_process"; }
 check_weft_batch() { weft_catch "$WEFT_TESTS/test_features" "[matrix]"; }
-# Reliability over verbs: edges and least privilege, the soak (10^5 verified
-# operations), a peer killed mid-stream.
+# Reliability over verbs: edges and least privilege, the soak (4 x 10^4
+# verified operations here: 10^5 took 37 s on siw under TCG; they run in every
+# CI run on tcp and shm), a peer killed mid-stream.
 check_weft_edges() { weft_catch "$WEFT_TESTS/test_edges"; }
 check_weft_soak() {
-    weft_env "$WEFT_TESTS/test_soak" 2>&1 | grep -E "^soak|threads verbs|passed|failed|FAILED|Address|error"
+    WEFT_SOAK_OPS=40000 weft_env "$WEFT_TESTS/test_soak" --durations yes 2>&1 |
+        grep -E "^soak|threads verbs|^[0-9.]+ s: |passed|failed|FAILED|Address|error"
     return "${PIPESTATUS[0]}"
 }
-check_weft_faults() { weft_catch "$WEFT_TESTS/test_faults" "[process]"; }
+check_weft_faults() { weft_catch "$WEFT_TESTS/test_faults" --durations yes "[process]"; }
 # What a completion means, many clients on one server, lost peers, lifetimes.
 check_weft_contract() { weft_catch "$WEFT_TESTS/test_contract"; }
-check_weft_server() { weft_catch "$WEFT_TESTS/test_server"; }
-check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost"; }
+# Idle and garbage connections, and threads accepting at once, run on the MSG
+# cell only: over verbs;ofi_rxm they took 15 and 18 s on rxe under TCG (2.4 and
+# 1.6 over MSG), for what is the Server's own logic, not the provider's; they
+# run over tcp;ofi_rxm, shm and udp in every CI run.
+check_weft_server() {
+    local msg_only='"server: idle and garbage*","server: several threads accept*"'
+    weft_catch "$WEFT_TESTS/test_server" --durations yes "~${msg_only//,/ ~}" &&
+        weft_catch env WEFT_TEST_PROVIDERS=verbs/MSG "$WEFT_TESTS/test_server" --durations yes \
+            "$msg_only"
+}
+check_weft_peer_lost() { weft_catch "$WEFT_TESTS/test_peer_lost" --durations yes; }
 check_weft_lifetimes() { weft_catch "$WEFT_TESTS/test_lifetimes"; }
 # Many peers on one Node (one domain, one queue), every completion naming its peer.
 # 32 peers run on the MSG cell only: over verbs;ofi_rxm they took 127 s on rxe
