@@ -99,6 +99,12 @@ void Completions::wait_timeout(const char* what, bool late) const
     if (quirks_.remote_errors_silent)
         hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
                 "without an error, so check the RemoteRegion too";
+    if (const std::size_t w = quirks_.send_window_packets)
+        hint += fmt::format("; this provider can stall for good with more than {} packets in "
+                            "flight to one peer (an operation takes 1 + bytes / 1432; "
+                            "Quirks::send_window_packets): keep fewer or smaller operations in "
+                            "flight, or raise FI_OFI_RXD_MAX_UNACKED",
+                            w);
     hint += "; is the peer alive?";
     detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
 }

@@ -116,6 +116,18 @@ struct Quirks {
     /// dropped while a killed client's writes are still queued is never
     /// written after it is freed").
     bool rma_target_in_software = true;
+    /// Packets one peer may have in flight before the provider can stall for
+    /// good (0 = no such limit). ofi_rxd (libfabric 1.17, and its main branch
+    /// in 2026) starts an operation posted while older ones wait for a full
+    /// send window ahead of them, which can leave the window full of packets
+    /// the peer cannot take while the ones it waits for are never sent. An
+    /// operation takes 1 + len / 1432 packets (a read, 1 here and its length
+    /// in the peer's window); the window is FI_OFI_RXD_MAX_UNACKED (128 by
+    /// default). weft does not track this: keep below it, or raise it. Test:
+    /// "contract: notifications are told from local completions with many in
+    /// flight" (stalled 5 of 13 runs above the window with 32 KiB socket
+    /// buffers, none of 20 within it).
+    std::size_t send_window_packets = 0;
 };
 
 /// One fi_info entry, owned (fi_freeinfo on destruction), copyable (fi_dupinfo).
