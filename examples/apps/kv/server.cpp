@@ -97,6 +97,7 @@ try {
     std::map<weft::Node*, PerNode> nodes;
     std::map<std::pair<weft::Node*, std::uint32_t>, Client> clients; // by Node and PeerId
     std::uint64_t served = 0;
+    std::uint64_t naps = 0, overslept = 0; // sleeps, and those no descriptor ended (1 ms each)
     char replied = 0; // the replies' context
     const auto answer = [&](weft::Node& node, const weft::Completion& n) {
         const auto it = clients.find({&node, n.peer.index});
@@ -177,6 +178,8 @@ try {
         } else if (!found && busy.expired() &&
                    std::ranges::all_of(nodes, [](auto& e) { return e.second.node->trywait(); })) {
             found = ::epoll_wait(sleep_on, ev, 16, 1) > 0;
+            ++naps;
+            overslept += !found;
         }
         if (found)
             busy = weft::Deadline::after(microseconds(200));
@@ -197,7 +200,8 @@ try {
             sweep = weft::Deadline::after(milliseconds(100));
         }
     }
-    std::cout << "served " << served << " requests" << std::endl;
+    std::cout << "served " << served << " requests; slept " << naps << " times, " << overslept
+              << " of them the full 1 ms" << std::endl;
     return 0;
 } catch (const std::exception& e) {
     std::cerr << "weft-kv-server: " << e.what() << "\n";
