@@ -28,10 +28,13 @@ namespace {
 /// A KV server on a free port with `provider` chosen (WEFT_PROVIDER), until destroyed.
 class KvServer {
 public:
-    explicit KvServer(std::string provider, std::uint32_t slots = 1u << 14)
+    explicit KvServer(std::string provider, std::uint32_t slots = 1u << 14,
+                      std::uint32_t value_max = 4096)
         : provider_(std::move(provider))
         , port_(weft::test::free_port())
-        , p_(Command{{WEFT_KV_SERVER_PATH, std::to_string(port_), std::to_string(slots)}, env()},
+        , p_(Command{{WEFT_KV_SERVER_PATH, std::to_string(port_), std::to_string(slots),
+                      std::to_string(value_max)},
+                     env()},
              "kv-server")
     {
         if (!p_.wait_for_output("listening on port", 30s))
@@ -205,6 +208,26 @@ TEST_CASE("kv: GETs racing PUTs of the same 10 keys never return a torn value: t
         torn += l.torn;
     }
     CHECK(torn > 0); // the race happened: the check was put to work
+}
+
+TEST_CASE("kv: small slots are read two at a time: crowded keys probed past their home and "
+          "across the table's end, racing PUTs, every value right",
+          "[kv][app][process]")
+{
+    // 64 B values make 192 B slots, which a GET reads two at a time. 20 keys
+    // in 28 slots (FNV-1a of key:000000000000 on): filled in key order, 5
+    // sit one past their home, one further, one past the table's end, and one
+    // read starts at the last slot.
+    for (const char* provider : {"shm", "tcp"}) {
+        KvServer s(provider, 28, 64);
+        const Load l = load(s, {"--clients", "4", "--depth", "8", "--ops", "40000", "--keys", "20",
+                                "--value", "64", "--get", "0.5"});
+        INFO(provider << ": " << l.output);
+        REQUIRE(l.status == 0);
+        CHECK(l.wrong == 0);
+        CHECK(l.ops == 40000);
+        CHECK(s.stop() == 0);
+    }
 }
 
 TEST_CASE("kv: a client killed mid-load leaves the server serving the others",

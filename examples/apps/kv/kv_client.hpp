@@ -1,4 +1,6 @@
-// The KV node's client: GET is RMA reads of the key's slots (torn copies read again), PUT
+// The KV node's client: GET is RMA reads of the key's slots (torn copies read again; small
+// slots two at a time, the key's and the next, so a key one past its home costs no second
+// round trip), PUT
 // and DELETE are requests written into the server's memory with a notification, answered
 // by a message. Up to depth() operations run at once, one per lane.
 #pragma once
@@ -24,7 +26,8 @@ public:
     Client(std::string_view server, weft::Deadline deadline, const weft::Options& options = {})
         : c_(weft::Connection::connect(server, options, deadline))
         , h_(Hello::decode(c_.side().receive(deadline)))
-        , copies_(c_.allocate(h_.g.depth * h_.g.slot_size(), weft::Access::local))
+        , span_(h_.g.slot_size() <= 1024 ? 2 : 1) // a second small slot costs no time
+        , copies_(c_.allocate(h_.g.depth * span_ * h_.g.slot_size(), weft::Access::local))
         , requests_(c_.allocate(h_.g.depth * h_.g.request_size(), weft::Access::local))
         , lanes_(h_.g.depth)
     {
@@ -113,36 +116,48 @@ private:
         l = Lane{kind, true, std::string(key), 0, 0};
         return l;
     }
-    std::byte* copy(std::uint32_t lane) { return copies_->data() + lane * h_.g.slot_size(); }
+    std::byte* copy(std::uint32_t lane, std::uint32_t i)
+    {
+        return copies_->data() + (lane * span_ + i) * h_.g.slot_size();
+    }
+    /// Slots the lane's next read brings: span_, fewer at the table's end.
+    std::uint32_t reach(const Lane& l) const
+    {
+        const std::uint64_t slot = (hash(l.key) + l.probe) % h_.g.slots;
+        return static_cast<std::uint32_t>(std::min<std::uint64_t>(span_, h_.g.slots - slot));
+    }
 
     void read_slot(std::uint32_t lane)
     {
         const Lane& l = lanes_[lane];
         const std::uint64_t slot = (hash(l.key) + l.probe) % h_.g.slots;
-        c_.node().read(c_.peer_id(), copies_->slice(lane * h_.g.slot_size(), h_.g.slot_size()),
+        c_.node().read(c_.peer_id(),
+                       copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
                        h_.table, slot * h_.g.slot_size(), &lanes_[lane]);
     }
 
-    /// A GET's copy arrived: done, or the next slot, or the same again when torn.
+    /// A GET's copies arrived: done, or the slots after them, or from the torn one again.
     std::optional<Done> look(std::uint32_t lane)
     {
         Lane& l = lanes_[lane];
-        const Slot s{copy(lane), h_.g};
-        if (!s.whole()) {
-            ++torn_;
-            if (++l.tries > 100000)
-                throw std::runtime_error("slot of key " + l.key + " torn 100000 times in a row");
-            read_slot(lane);
-            return std::nullopt;
+        for (std::uint32_t i = 0, n = reach(l); i < n; ++i) {
+            const Slot s{copy(lane, i), h_.g};
+            if (!s.whole()) {
+                ++torn_;
+                if (++l.tries > 100000)
+                    throw std::runtime_error("slot of key " + l.key + " torn 100000 times in a row");
+                read_slot(lane); // l.probe is this slot's
+                return std::nullopt;
+            }
+            l.tries = 0;
+            if (s.state() == State::full && s.key() == l.key) {
+                Done d = finish(lane, Status::ok);
+                d.value = s.value();
+                return d;
+            }
+            if (s.state() == State::unused || ++l.probe == probe_max)
+                return finish(lane, Status::not_found);
         }
-        l.tries = 0;
-        if (s.state() == State::full && s.key() == l.key) {
-            Done d = finish(lane, Status::ok);
-            d.value = s.value();
-            return d;
-        }
-        if (s.state() == State::unused || ++l.probe == probe_max)
-            return finish(lane, Status::not_found);
         read_slot(lane);
         return std::nullopt;
     }
@@ -181,7 +196,8 @@ private:
 
     weft::Connection c_;
     Hello h_;
-    std::shared_ptr<weft::MemoryRegion> copies_;   // GETs' sinks, a slot per lane
+    std::uint32_t span_;                           // slots a GET reads at once
+    std::shared_ptr<weft::MemoryRegion> copies_;   // GETs' sinks, span_ slots per lane
     std::shared_ptr<weft::MemoryRegion> requests_; // PUTs' and DELETEs' sources, one per lane
     std::vector<Lane> lanes_;
     std::uint64_t torn_ = 0;
