@@ -100,10 +100,10 @@ void Completions::wait_timeout(const char* what, bool late) const
         hint += "; this provider drops a refused RMA (wrong key, bounds, access) "
                 "without an error, so check the RemoteRegion too";
     if (const std::size_t w = quirks_.send_window_packets)
-        hint += fmt::format("; this provider can stall for good with more than {} packets in "
-                            "flight to one peer (an operation takes 1 + bytes / 1432; "
-                            "Quirks::send_window_packets): keep fewer or smaller operations in "
-                            "flight, or raise FI_OFI_RXD_MAX_UNACKED",
+        hint += fmt::format("; this provider can stall for good once its send window of {} "
+                            "packets to one peer is full (an operation takes about 1 + bytes / "
+                            "1432; Quirks::send_window_packets): keep fewer or smaller "
+                            "operations in flight, or raise FI_OFI_RXD_MAX_UNACKED on both sides",
                             w);
     hint += "; is the peer alive?";
     detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);

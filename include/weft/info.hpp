@@ -121,12 +121,12 @@ struct Quirks {
     /// in 2026) starts an operation posted while older ones wait for a full
     /// send window ahead of them, which can leave the window full of packets
     /// the peer cannot take while the ones it waits for are never sent. An
-    /// operation takes 1 + len / 1432 packets (a read, 1 here and its length
-    /// in the peer's window); the window is FI_OFI_RXD_MAX_UNACKED (128 by
-    /// default). weft does not track this: keep below it, or raise it. Test:
-    /// "contract: notifications are told from local completions with many in
-    /// flight" (stalled 5 of 13 runs above the window with 32 KiB socket
-    /// buffers, none of 20 within it).
+    /// operation takes about 1 + len / 1432 packets (a read, 1 here and its
+    /// length in the peer's window); the window is the receiving side's
+    /// FI_OFI_RXD_MAX_UNACKED (128 by default; this value is this process's).
+    /// weft does not track this: stay below it, or raise it on both sides.
+    /// Test: "contract: notifications are told from local completions with
+    /// many in flight".
     std::size_t send_window_packets = 0;
 };
 

@@ -215,9 +215,9 @@ TEST_CASE("kv: small slots are read two at a time: crowded keys probed past thei
           "[kv][app][process]")
 {
     // 64 B values make 192 B slots, which a GET reads two at a time. 20 keys
-    // in 28 slots (FNV-1a of key:000000000000 on): filled in key order, 5
-    // sit one past their home, one further, one past the table's end, and one
-    // read starts at the last slot.
+    // in 28 slots (FNV-1a of key:000000000000 on), filled in key order: 5 sit
+    // one past their home (one of them past the table's end, at slot 0), one
+    // 7 past, and two start their read at the last slot.
     for (const char* provider : {"shm", "tcp"}) {
         KvServer s(provider, 28, 64);
         const Load l = load(s, {"--clients", "4", "--depth", "8", "--ops", "40000", "--keys", "20",

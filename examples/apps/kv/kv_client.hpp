@@ -1,8 +1,7 @@
 // The KV node's client: GET is RMA reads of the key's slots (torn copies read again; small
 // slots two at a time, the key's and the next, so a key one past its home costs no second
-// round trip), PUT
-// and DELETE are requests written into the server's memory with a notification, answered
-// by a message. Up to depth() operations run at once, one per lane.
+// round trip). PUT and DELETE are requests written into the server's memory with a
+// notification, answered by a message. Up to depth() operations run at once, one per lane.
 #pragma once
 
 #include "kv.hpp"

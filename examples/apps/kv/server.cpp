@@ -173,13 +173,16 @@ try {
             }
         }
         if (options.waiting == weft::Waiting::spin) {
-            if (!found && busy.expired())
+            if (!found && busy.expired()) {
                 std::this_thread::sleep_for(nodes.empty() ? microseconds(1000) : microseconds(50));
+                ++naps;
+            }
         } else if (!found && busy.expired() &&
                    std::ranges::all_of(nodes, [](auto& e) { return e.second.node->trywait(); })) {
-            found = ::epoll_wait(sleep_on, ev, 16, 1) > 0;
+            const int ready = ::epoll_wait(sleep_on, ev, 16, 1);
+            found = ready > 0;
             ++naps;
-            overslept += !found;
+            overslept += ready == 0;
         }
         if (found)
             busy = weft::Deadline::after(microseconds(200));
@@ -201,7 +204,7 @@ try {
         }
     }
     std::cout << "served " << served << " requests; slept " << naps << " times, " << overslept
-              << " of them the full 1 ms" << std::endl;
+              << " of them a full 1 ms on the descriptors" << std::endl;
     return 0;
 } catch (const std::exception& e) {
     std::cerr << "weft-kv-server: " << e.what() << "\n";
