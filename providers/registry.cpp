@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -75,6 +76,18 @@ Request parse_request(std::string_view name, const EndpointKind* kind)
     return r;
 }
 
+namespace {
+// ofi_rxd's send window per peer, in packets (Quirks::send_window_packets): the
+// FI_OFI_RXD_MAX_UNACKED it reads at start-up, 128 when unset (libfabric 1.17).
+std::size_t rxd_send_window()
+{
+    if (const char* v = std::getenv("FI_OFI_RXD_MAX_UNACKED"); v && *v)
+        if (const long n = std::strtol(v, nullptr, 10); n > 0)
+            return static_cast<std::size_t>(n);
+    return 128;
+}
+} // namespace
+
 Quirks quirks_for(const fi_info* info)
 {
     Quirks q;
@@ -92,6 +105,8 @@ Quirks quirks_for(const fi_info* info)
     q.notify_source_unreliable = name.find(";ofi_rxm") != std::string_view::npos ||
                                  name.find(";ofi_rxd") != std::string_view::npos;
     q.message_source_unreliable = name.find(";ofi_rxd") != std::string_view::npos;
+    if (q.message_source_unreliable) // ofi_rxd over any core: its "max_unacked" (rxd_init.c)
+        q.send_window_packets = rxd_send_window();
     q.wait_fd_misses_data = name.find(";ofi_rxm") != std::string_view::npos;
     if (t.refine_quirks)
         t.refine_quirks(info, q);

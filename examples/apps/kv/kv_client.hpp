@@ -119,20 +119,20 @@ private:
     {
         return copies_->data() + (lane * span_ + i) * h_.g.slot_size();
     }
-    /// Slots the lane's next read brings: span_, fewer at the table's end.
+    /// The slot the lane's next read starts at, and how many it brings: span_, fewer at
+    /// the table's end.
+    std::uint64_t slot(const Lane& l) const { return (hash(l.key) + l.probe) % h_.g.slots; }
     std::uint32_t reach(const Lane& l) const
     {
-        const std::uint64_t slot = (hash(l.key) + l.probe) % h_.g.slots;
-        return static_cast<std::uint32_t>(std::min<std::uint64_t>(span_, h_.g.slots - slot));
+        return static_cast<std::uint32_t>(std::min<std::uint64_t>(span_, h_.g.slots - slot(l)));
     }
 
     void read_slot(std::uint32_t lane)
     {
         const Lane& l = lanes_[lane];
-        const std::uint64_t slot = (hash(l.key) + l.probe) % h_.g.slots;
         c_.node().read(c_.peer_id(),
                        copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
-                       h_.table, slot * h_.g.slot_size(), &lanes_[lane]);
+                       h_.table, slot(l) * h_.g.slot_size(), &lanes_[lane]);
     }
 
     /// A GET's copies arrived: done, or the slots after them, or from the torn one again.
