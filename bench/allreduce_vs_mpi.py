@@ -9,11 +9,14 @@ programs before they are timed. weft runs on the providers asked for (shm: the
 same host's shared memory, as Open MPI's default vader; tcp, beside Open MPI
 restricted to its TCP transport, --mca btl tcp,self); where the ranks outnumber
 the cores, weft's waits yield the core (--yield), as Open MPI's do when
-oversubscribed.
+oversubscribed. weft's schedule is its default (halving for a power of two of
+ranks, else ring) unless --schedules names them; --mpi-ring adds Open MPI forced
+to its ring (coll_tuned_allreduce_algorithm 4), the same schedule as weft's ring.
 
 Needs openmpi-bin and libopenmpi-dev (build/bench/weft-allreduce-mpi).
   bench/allreduce_vs_mpi.py                        # 3 rounds, 2 and 4 ranks, 1 KiB .. 64 MiB
   bench/allreduce_vs_mpi.py --rounds 5 --ranks 2 --providers shm --sizes 1M,4M
+  bench/allreduce_vs_mpi.py --ranks 4 --providers shm --schedules ring,halving --mpi-ring
 """
 import argparse
 import os
@@ -50,6 +53,10 @@ def main():
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--providers", default="shm,tcp")
     ap.add_argument("--sizes", default="1K,64K,1M,4M,16M,64M")
+    ap.add_argument("--schedules", default="",
+                    help="weft's schedules to run, e.g. ring,halving (default: its own choice)")
+    ap.add_argument("--mpi-ring", action="store_true",
+                    help="also Open MPI forced to its ring algorithm")
     a = ap.parse_args()
     for p in (WEFT, MPI):
         if not os.access(p, os.X_OK):
@@ -61,21 +68,29 @@ def main():
         for n in [int(x) for x in a.ranks.split(",")]:
             for b, us in run(n, MPI, sizes).items():
                 results.setdefault(("MPI_Allreduce", n, b), []).append(us)
+            if a.mpi_ring:
+                ring = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+                        "--mca", "coll_tuned_allreduce_algorithm", "4"]
+                for b, us in run(n, MPI, sizes, mca=ring).items():
+                    results.setdefault(("MPI ring", n, b), []).append(us)
             if "tcp" in a.providers.split(","):  # Open MPI over its TCP transport, beside weft's tcp
                 for b, us in run(n, MPI, sizes, mca=["--mca", "btl", "tcp,self"]).items():
                     results.setdefault(("MPI tcp btl", n, b), []).append(us)
             for p in a.providers.split(","):
                 extra = ["--yield"] if n > cores else []
-                for b, us in run(n, WEFT, sizes + extra, [f"WEFT_PROVIDER={p}"]).items():
-                    results.setdefault((f"weft {p}", n, b), []).append(us)
+                for sched in a.schedules.split(",") if a.schedules else [""]:
+                    how = [f"--schedule={sched}"] if sched else []
+                    tool = f"weft {p} {sched}".strip()
+                    for b, us in run(n, WEFT, sizes + extra + how, [f"WEFT_PROVIDER={p}"]).items():
+                        results.setdefault((tool, n, b), []).append(us)
         print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
     print(f"all-reduce of floats, medians of {a.rounds} interleaved rounds, {cores} cores; "
           f"ratio = weft's time / MPI_Allreduce's")
-    print(f"{'ranks':>5} {'bytes':>10} {'tool':14} {'us/call':>10} {'ratio':>6}")
+    print(f"{'ranks':>5} {'bytes':>10} {'tool':18} {'us/call':>10} {'ratio':>6}")
     for (tool, n, b) in sorted(results, key=lambda k: (k[1], k[2], k[0] != "MPI_Allreduce", k[0])):
         us = statistics.median(results[(tool, n, b)])
         base = statistics.median(results[("MPI_Allreduce", n, b)])
-        print(f"{n:>5} {b:>10} {tool:14} {us:>10.1f} {us / base:>6.2f}")
+        print(f"{n:>5} {b:>10} {tool:18} {us:>10.1f} {us / base:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The ring all-reduce (examples/apps/allreduce) as its users launch it: 4 ranks over
-// the TCP store, and under mpirun on shm with more ranks than cores (Waiting::yield).
-// Every rank checks every float of the sum, at sizes below the rank count, not divisible
-// by it, and up to 1 MiB.
+// The all-reduce (examples/apps/allreduce) as its users launch it: ranks over the TCP
+// store in both schedules (the ring, whole or in pieces; halving and doubling), 3 ranks
+// (the ring, chosen for a rank count halving cannot take, and halving refused there), and
+// under mpirun on shm with more ranks than cores (Waiting::yield). Every rank checks every
+// float of the sum, at sizes below the rank count, not divisible by it, and up to 1 MiB.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -22,48 +23,89 @@ namespace {
 
 const std::vector<std::string> sizes{"4", "12", "100", "1K", "65540", "1M"};
 
-void every_rank_verified(std::vector<Process>& ranks, const std::string& provider)
+/// `n` ranks of weft-allreduce --check over a TCP store on loopback, with `args`.
+std::vector<Process> start_ranks(std::uint32_t n, const std::vector<std::string>& args)
+{
+    const std::uint16_t port = weft::test::free_port();
+    std::vector<Process> ranks;
+    for (std::uint32_t r = 0; r < n; ++r) {
+        std::vector<std::string> argv{WEFT_ALLREDUCE_PATH, "--check"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), sizes.begin(), sizes.end());
+        ranks.emplace_back(Command{argv,
+                                   {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
+                                    fmt::format("WEFT_RANK={}", r), fmt::format("WEFT_SIZE={}", n)}},
+                           std::to_string(r));
+    }
+    return ranks;
+}
+
+void every_rank_verified(std::vector<Process>& ranks, const std::string& how)
 {
     weft::test::finish_all(ranks);
     for (std::size_t r = 0; r < ranks.size(); ++r) {
         const std::string output = ranks[r].output();
         INFO("rank " << r << " printed:\n" << output);
         CHECK(ranks[r].status() == 0);
-        CHECK(output.find(fmt::format("all-reduce verified at every size over {}", provider)) !=
-              std::string::npos);
+        CHECK(output.find(fmt::format("rank {} of {}: all-reduce verified at every size over {}", r,
+                                      ranks.size(), how)) != std::string::npos);
     }
 }
 
 } // namespace
 
-TEST_CASE("allreduce: 4 ranks over the TCP store sum exactly, from 4 B to 1 MiB, chunks "
-          "whole or in many uneven pieces",
+TEST_CASE("allreduce: 4 ranks over the TCP store sum exactly, from 4 B to 1 MiB, in both "
+          "schedules, the ring's chunks whole or in many uneven pieces",
           "[allreduce][app][process]")
 {
     // 1000 B pieces: a 1 MiB chunk goes in 263, a 65540 B one in 17 of which the last is short.
-    const std::string piece = GENERATE(as<std::string>{}, "--piece=0", "--piece=1000");
-    INFO(piece);
-    const std::uint16_t port = weft::test::free_port();
-    std::vector<Process> ranks;
-    for (std::uint32_t r = 0; r < 4; ++r) {
-        std::vector<std::string> argv{WEFT_ALLREDUCE_PATH, "--check", piece};
-        argv.insert(argv.end(), sizes.begin(), sizes.end());
-        ranks.emplace_back(Command{argv,
-                                   {fmt::format("WEFT_STORE=127.0.0.1:{}", port),
-                                    fmt::format("WEFT_RANK={}", r), "WEFT_SIZE=4"}},
-                           std::to_string(r));
-    }
-    every_rank_verified(ranks, "tcp");
+    const auto [schedule, piece, how] = GENERATE(table<std::string, std::string, std::string>({
+        {"--schedule=ring", "--piece=0", "tcp (ring)"},
+        {"--schedule=ring", "--piece=1000", "tcp (ring)"},
+        {"", "", "tcp (halving)"}, // the default for a power of two
+    }));
+    std::vector<std::string> args;
+    for (const std::string& a : {schedule, piece})
+        if (!a.empty())
+            args.push_back(a);
+    INFO(fmt::format("{}", fmt::join(args, " ")));
+    auto ranks = start_ranks(4, args);
+    every_rank_verified(ranks, how);
 }
 
-TEST_CASE("allreduce: mpirun -np 4 on shm, more ranks than cores, waits yielding the core",
+TEST_CASE("allreduce: 3 ranks take the ring by default and refuse halving, which needs a power "
+          "of two",
+          "[allreduce][app][process]")
+{
+    SECTION("the default: the ring, sums exact")
+    {
+        auto ranks = start_ranks(3, {});
+        every_rank_verified(ranks, "tcp (ring)");
+    }
+    SECTION("--schedule=halving: every rank ends saying why")
+    {
+        auto ranks = start_ranks(3, {"--schedule=halving"});
+        weft::test::finish_all(ranks);
+        for (auto& rank : ranks) {
+            INFO(rank.output());
+            CHECK(rank.status() == 1);
+            CHECK(rank.output().find("the halving schedule needs a power of two of ranks") !=
+                  std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("allreduce: mpirun on shm, more ranks than cores, waits yielding the core: 4 ranks "
+          "in both schedules, 8 halving",
           "[allreduce][app][process]")
 {
     WEFT_SKIP_IF(weft::test::unless("mpirun --version",
                                     "no mpirun here (Debian openmpi-bin; ./weft.sh test installs it)"));
+    const auto [n, schedule] = GENERATE(table<int, std::string>({{4, "ring"}, {4, "halving"}, {8, "halving"}}));
+    INFO(n << " ranks, " << schedule);
     std::vector<std::string> argv{"mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
-                                  "WEFT_PROVIDER=shm", "-np", "4", WEFT_ALLREDUCE_PATH, "--yield",
-                                  "--check"};
+                                  "WEFT_PROVIDER=shm", "-np", std::to_string(n), WEFT_ALLREDUCE_PATH,
+                                  "--yield", "--check", "--schedule=" + schedule};
     argv.insert(argv.end(), sizes.begin(), sizes.end());
     std::vector<Process> job;
     job.emplace_back(Command{argv}, "mpirun");
@@ -71,7 +113,7 @@ TEST_CASE("allreduce: mpirun -np 4 on shm, more ranks than cores, waits yielding
     const std::string output = job[0].output();
     INFO(output);
     CHECK(job[0].status() == 0);
-    for (int r = 0; r < 4; ++r)
-        CHECK(output.find(fmt::format("rank {} of 4: all-reduce verified at every size over shm", r)) !=
-              std::string::npos);
+    for (int r = 0; r < n; ++r)
+        CHECK(output.find(fmt::format("rank {} of {}: all-reduce verified at every size over shm ({})",
+                                      r, n, schedule)) != std::string::npos);
 }

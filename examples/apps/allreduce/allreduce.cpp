@@ -1,10 +1,12 @@
-// weft-allreduce: a ring all-reduce of floats over a group (ring_allreduce.hpp), checked
-// exactly at every size, then timed. Launch it as a group (mpirun, srun --mpi=pmix, or
+// weft-allreduce: an all-reduce of floats over a group (allreduce.hpp), checked exactly at
+// every size, then timed. Launch it as a group (mpirun, srun --mpi=pmix, or
 // WEFT_STORE/WEFT_RANK/WEFT_SIZE); sizes in bytes, K and M allowed:
 //   mpirun -np 4 weft-allreduce 1K 64K 4M 32M [--csv] [--yield: more ranks than cores]
-//   [--check: sums checked, nothing timed] [--piece=BYTES: chunks passed on in pieces]
+//   [--check: sums checked, nothing timed] [--schedule=ring|halving: default halving
+//   for a power of two of ranks, else ring] [--piece=BYTES: the ring's chunks passed on
+//   in pieces]
 // Rank 0 prints the time per call at each size; every rank whether its sums were right.
-#include "ring_allreduce.hpp"
+#include "allreduce.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +28,7 @@ try {
     std::vector<std::size_t> sizes;
     bool csv = false, yield = false, time = true;
     std::size_t piece = 0; // whole chunks
+    std::string schedule;  // Allreduce::best
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         csv |= a == "--csv";
@@ -33,6 +36,8 @@ try {
         time &= a != "--check";
         if (a.rfind("--piece=", 0) == 0)
             piece = bytes_of(a.substr(8));
+        else if (a.rfind("--schedule=", 0) == 0)
+            schedule = a.substr(11);
         else if (a.substr(0, 2) != "--")
             sizes.push_back(bytes_of(a));
     }
@@ -49,7 +54,12 @@ try {
     std::size_t max_floats = 0;
     for (const std::size_t s : sizes)
         max_floats = std::max(max_floats, s / sizeof(float));
-    RingAllreduce ar(g, max_floats, soon());
+    if (!schedule.empty() && schedule != "ring" && schedule != "halving")
+        throw std::invalid_argument("--schedule is ring or halving, not " + schedule);
+    const Allreduce::Schedule how = schedule.empty() ? Allreduce::best(n)
+                                    : schedule == "ring" ? Allreduce::Schedule::ring
+                                                         : Allreduce::Schedule::halving;
+    Allreduce ar(g, max_floats, how, soon());
     ar.set_piece(piece / sizeof(float));
     float* d = ar.data();
     int wrong = 0;
@@ -77,7 +87,8 @@ try {
     }
     g.barrier(soon()); // nobody leaves while others write to it
     std::cout << "rank " << me << " of " << n << ": all-reduce " << (wrong ? "WRONG" : "verified")
-              << " at every size over " << g.node().provider() << std::endl;
+              << " at every size over " << g.node().provider() << " ("
+              << (how == Allreduce::Schedule::ring ? "ring" : "halving") << ")" << std::endl;
     return wrong ? 1 : 0;
 } catch (const std::exception& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";

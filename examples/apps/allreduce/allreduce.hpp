@@ -1,0 +1,246 @@
+// An all-reduce (sum of floats) over a weft::Group: a reduce-scatter, then an all-gather,
+// each step an RMA write with a notification to its target. Two schedules move the same
+// bytes in different numbers of steps:
+//   - ring: n-1 steps each way, always to the right neighbour. In the reduce-scatter a
+//     rank writes its partial chunk into the right one's staging slot for that step and
+//     adds what the left one wrote into its own; in the all-gather it writes a finished
+//     chunk straight into the right one's data. With set_piece(), chunks go in pieces,
+//     each passed on as soon as it is in, so that adding overlaps the wire (where the
+//     wire, not the CPU, is what takes the time: on 2 shared cores whole chunks measured
+//     faster).
+//   - halving (Rabenseifner's recursive halving and doubling; n a power of two): log2 n
+//     steps each way, with the rank at distance n/2, n/4, ..., 1. Each reduce-scatter step
+//     halves the range a rank sums: it writes the other half into that partner's staging
+//     and adds the partner's copy of its own half. The all-gather retraces the steps,
+//     each writing the range summed so far straight into the partner's data, the range
+//     doubling every step. Where ranks outnumber cores every step is a round of the
+//     scheduler, so fewer steps win; Open MPI picks this schedule at these sizes too.
+// Every rank holds the sum at the end.
+#pragma once
+
+#include <weft/group.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+class Allreduce {
+public:
+    enum class Schedule { ring, halving };
+    /// halving where it applies (a power of two of ranks), else ring.
+    static Schedule best(std::uint32_t ranks)
+    {
+        return std::has_single_bit(ranks) ? Schedule::halving : Schedule::ring;
+    }
+
+    /// For up to `max_floats` floats; collective (every rank makes one, with the same schedule).
+    Allreduce(weft::Group& g, std::size_t max_floats, Schedule schedule, weft::Deadline deadline)
+        : g_(g), n_(g.size()), me_(g.rank()), max_(max_floats), schedule_(schedule)
+        , data_(g.node().allocate(std::max<std::size_t>(max_floats, 1) * sizeof(float),
+                                  weft::Access::remote_write))
+        // n-1 chunks of staging in either schedule (halving: n/2 + n/4 + ... + 1), and a
+        // float for notifications of empty ranges.
+        , staging_(g.node().allocate(((n_ - 1) * chunk_max() + 1) * sizeof(float),
+                                     weft::Access::remote_write))
+    {
+        if (schedule_ == Schedule::halving && !std::has_single_bit(n_))
+            throw std::invalid_argument("the halving schedule needs a power of two of ranks");
+        if (n_ == 1)
+            return;
+        datas_ = g.all_gather(data_->remote(), deadline);
+        stagings_ = g.all_gather(staging_->remote(), deadline);
+        for (std::uint32_t r = 0; r < n_; ++r)
+            peers_.push_back(r == me_ ? weft::PeerId{} : g.peer(r));
+        if (schedule_ == Schedule::ring) {
+            g.connect(weft::Topology::ring, deadline);
+        } else {
+            std::vector<weft::PeerId> partners;
+            for (std::uint32_t d = 1; d < n_; d *= 2)
+                partners.push_back(peers_[me_ ^ d]);
+            g.node().connect(partners, deadline);
+        }
+    }
+
+    /// The buffer to reduce in place: fill its first `count` floats, then run(count).
+    float* data() { return reinterpret_cast<float*>(data_->data()); }
+
+    /// Sums every rank's data()[0..count) into every rank's; collective.
+    void run(std::size_t count, weft::Deadline deadline)
+    {
+        if (count > max_)
+            throw std::invalid_argument("more floats than this Allreduce was made for");
+        if (n_ == 1 || count == 0)
+            return;
+        ++iteration_;
+        if (schedule_ == Schedule::ring)
+            ring(count, deadline);
+        else
+            halving(count, deadline);
+        while (in_flight_ > 0) {
+            (void)g_.node().wait(&sent_, deadline);
+            --in_flight_;
+        }
+    }
+
+    /// Floats per piece (the unit the ring sends on as soon as it is in); 0: whole chunks.
+    void set_piece(std::size_t floats) { piece_ = floats ? floats : SIZE_MAX / 2; }
+
+private:
+    using Range = std::pair<std::size_t, std::size_t>; // floats [first, second)
+
+    void ring(std::size_t count, weft::Deadline deadline)
+    {
+        const std::uint32_t right = (me_ + 1) % n_, left = (me_ + n_ - 1) % n_;
+        const std::size_t chunk = (count + n_ - 1) / n_;
+        const std::uint32_t pieces =
+            static_cast<std::uint32_t>(std::clamp<std::size_t>((chunk + piece_ - 1) / piece_, 1, 4095));
+        const std::size_t per = (chunk + pieces - 1) / pieces;
+        float* d = data();
+        const float* staging = reinterpret_cast<const float*>(staging_->data());
+        // Piece p of chunk c into the right one's staging slot for step s (at the piece's
+        // place in the chunk) or, a sum, into its data.
+        const auto to_slot = [&](std::uint32_t c, std::uint32_t p, std::uint32_t s) {
+            const Range r = piece(count, c, p, per);
+            send(right, r, stagings_[right], s * chunk_max() + r.first - begin(count, c), tag(0, s, p),
+                 deadline);
+        };
+        const auto to_data = [&](std::uint32_t c, std::uint32_t p, std::uint32_t s) {
+            const Range r = piece(count, c, p, per);
+            send(right, r, datas_[right], r.first, tag(1, s, p), deadline);
+        };
+        for (std::uint32_t p = 0; p < pieces; ++p) // reduce-scatter step 0: this rank's chunk as it is
+            to_slot(me_, p, 0);
+        for (std::uint32_t s = 0; s + 1 < n_; ++s) {
+            const std::uint32_t in = (me_ + n_ - s - 1) % n_; // the chunk the left one sends
+            for (std::uint32_t p = 0; p < pieces; ++p) {
+                receive(left, tag(0, s, p), deadline);
+                const auto [from, to] = piece(count, in, p, per);
+                add_into(d + from, staging + s * chunk_max() + from - begin(count, in), to - from);
+                if (s + 2 < n_) // on into the right one's next slot
+                    to_slot(in, p, s + 1);
+                else // the sum: the all-gather's first step
+                    to_data(in, p, 0);
+            }
+        }
+        for (std::uint32_t s = 0; s + 2 < n_; ++s) { // all-gather: pass each sum on
+            const std::uint32_t in = (me_ + n_ - s) % n_;
+            for (std::uint32_t p = 0; p < pieces; ++p) {
+                receive(left, tag(1, s, p), deadline);
+                to_data(in, p, s + 1);
+            }
+        }
+        for (std::uint32_t p = 0; p < pieces; ++p)
+            receive(left, tag(1, n_ - 2, p), deadline);
+    }
+
+    void halving(std::size_t count, weft::Deadline deadline)
+    {
+        float* d = data();
+        const float* staging = reinterpret_cast<const float*>(staging_->data());
+        // This rank's range, in chunks: [lo, lo + len). Each step's partner works on the
+        // same range, and the step's staging slot is at the same place in both.
+        std::uint32_t lo = 0, len = n_, step = 0;
+        std::size_t slot = 0;
+        for (std::uint32_t dist = n_ / 2; dist > 0; dist /= 2, ++step) { // reduce-scatter
+            const std::uint32_t partner = me_ ^ dist, half = len / 2;
+            const bool upper = (me_ & dist) != 0;
+            const std::uint32_t keep = upper ? lo + half : lo, give = upper ? lo : lo + half;
+            send(partner, chunks(count, give, half), stagings_[partner], slot, tag(0, step, 0),
+                 deadline);
+            receive(partner, tag(0, step, 0), deadline);
+            const auto [from, to] = chunks(count, keep, half);
+            add_into(d + from, staging + slot, to - from);
+            lo = keep;
+            len = half;
+            slot += half * chunk_max();
+        }
+        // All-gather, back the same way: a partner writes only into the range this rank
+        // gave it in the reduce-scatter, and only after it had read it.
+        for (std::uint32_t dist = 1; dist < n_; dist *= 2, ++step) {
+            const std::uint32_t partner = me_ ^ dist;
+            const Range mine = chunks(count, lo, len);
+            send(partner, mine, datas_[partner], mine.first, tag(1, step, 0), deadline);
+            receive(partner, tag(1, step, 0), deadline);
+            if (me_ & dist)
+                lo -= len;
+            len *= 2;
+        }
+    }
+
+    /// d[i] += a[i]: a loop GCC vectorizes (examples/CMakeLists.txt: the applications'
+    /// cost model); left scalar, the sums took a third of a 1 MiB call on shm.
+    static void add_into(float* d, const float* a, std::size_t n)
+    {
+        for (std::size_t i = 0; i < n; ++i)
+            d[i] += a[i];
+    }
+
+    std::size_t chunk_max() const { return (max_ + n_ - 1) / n_; }
+    /// The first float of chunk `chunk` (count, for the chunk past the last).
+    std::size_t begin(std::size_t count, std::uint32_t chunk) const
+    {
+        return std::min(count, chunk * ((count + n_ - 1) / n_));
+    }
+    /// Chunks [first, first + n), in floats.
+    Range chunks(std::size_t count, std::uint32_t first, std::uint32_t n) const
+    {
+        return {begin(count, first), begin(count, first + n)};
+    }
+    /// Piece `p` (`per` floats) of chunk `chunk`; empty past the chunk's end.
+    Range piece(std::size_t count, std::uint32_t chunk, std::uint32_t p, std::size_t per) const
+    {
+        const std::size_t end = begin(count, chunk + 1);
+        const std::size_t from = std::min(begin(count, chunk) + p * per, end);
+        return {from, std::min(from + per, end)};
+    }
+    std::uint32_t tag(std::uint32_t phase, std::uint32_t step, std::uint32_t piece) const
+    {
+        return (iteration_ & 0xffu) << 24 | phase << 23 | step << 12 | piece;
+    }
+
+    /// data()'s floats `r` to rank `to`'s region `dst` at `at` floats, notifying `tag`.
+    void send(std::uint32_t to, Range r, const weft::RemoteRegion& dst, std::size_t at,
+              std::uint32_t tag, weft::Deadline deadline)
+    {
+        if (in_flight_ == window) { // waits for the oldest few, not for each
+            (void)g_.node().wait(&sent_, deadline);
+            --in_flight_;
+        }
+        if (r.second == r.first) { // an empty range (count < n): the notification alone, with 4 bytes
+            const weft::RemoteRegion& spare = stagings_[to];
+            g_.node().write_notify(peers_[to], data_->slice(0, sizeof(float)), spare,
+                                   spare.length() - sizeof(float), tag, &sent_);
+        } else {
+            g_.node().write_notify(peers_[to],
+                                   data_->slice(r.first * sizeof(float), (r.second - r.first) * sizeof(float)),
+                                   dst, at * sizeof(float), tag, &sent_);
+        }
+        ++in_flight_;
+    }
+
+    /// Waits for rank `from`'s notification `tag` (others met first are kept).
+    void receive(std::uint32_t from, std::uint32_t tag, weft::Deadline deadline)
+    {
+        while (!early_.erase(tag))
+            early_.insert(g_.node().wait_for(weft::Op::notify, peers_[from], deadline).data);
+    }
+
+    static constexpr unsigned window = 16; // writes in flight at most
+    weft::Group& g_;
+    std::uint32_t n_, me_;
+    std::size_t max_;
+    Schedule schedule_;
+    std::shared_ptr<weft::MemoryRegion> data_, staging_;
+    std::vector<weft::PeerId> peers_;                  // by rank (this one's unused)
+    std::vector<weft::RemoteRegion> datas_, stagings_; // by rank
+    std::uint32_t iteration_ = 0;
+    std::multiset<std::uint32_t> early_;
+    int sent_ = 0;
+    unsigned in_flight_ = 0;
+    std::size_t piece_ = SIZE_MAX / 2; // floats: whole chunks
+};
