@@ -85,11 +85,12 @@ def main():
                         results.setdefault((tool, n, b), []).append(us)
         print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
     print(f"all-reduce of floats, medians of {a.rounds} interleaved rounds, {cores} cores; "
-          f"ratio = weft's time / MPI_Allreduce's")
+          f"ratio = the time over MPI_Allreduce's (weft tcp's: over the tcp btl's)")
     print(f"{'ranks':>5} {'bytes':>10} {'tool':18} {'us/call':>10} {'ratio':>6}")
     for (tool, n, b) in sorted(results, key=lambda k: (k[1], k[2], k[0] != "MPI_Allreduce", k[0])):
         us = statistics.median(results[(tool, n, b)])
-        base = statistics.median(results[("MPI_Allreduce", n, b)])
+        ref = "MPI tcp btl" if tool.startswith("weft tcp") else "MPI_Allreduce"
+        base = statistics.median(results[(ref, n, b)])
         print(f"{n:>5} {b:>10} {tool:18} {us:>10.1f} {us / base:>6.2f}")
 
 

@@ -8,13 +8,16 @@
 //     each passed on as soon as it is in, so that adding overlaps the wire (where the
 //     wire, not the CPU, is what takes the time: on 2 shared cores whole chunks measured
 //     faster).
-//   - halving (Rabenseifner's recursive halving and doubling; n a power of two): log2 n
-//     steps each way, with the rank at distance n/2, n/4, ..., 1. Each reduce-scatter step
-//     halves the range a rank sums: it writes the other half into that partner's staging
-//     and adds the partner's copy of its own half. The all-gather retraces the steps,
-//     each writing the range summed so far straight into the partner's data, the range
-//     doubling every step. Where ranks outnumber cores every step is a round of the
-//     scheduler, so fewer steps win; Open MPI picks this schedule at these sizes too.
+//   - halving (Rabenseifner's recursive halving and doubling): log2 p steps each way among
+//     p ranks, p a power of two, with the rank at distance p/2, p/4, ..., 1. Each
+//     reduce-scatter step halves the range a rank sums: it writes the other half into that
+//     partner's staging and adds the partner's copy of its own half. The all-gather
+//     retraces the steps, each writing the range summed so far straight into the
+//     partner's data, the range doubling every step. Where n is not a power of two, the
+//     first 2 (n - p) ranks pair up first: the even one of each pair writes its data into
+//     the odd one's, which adds it and takes part for both, and writes the sum back at the
+//     end. Where ranks outnumber cores every step is a round of the scheduler, so fewer
+//     steps win; Open MPI picks this schedule at these sizes too.
 // Every rank holds the sum at the end.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -32,24 +36,17 @@
 class Allreduce {
 public:
     enum class Schedule { ring, halving };
-    /// halving where it applies (a power of two of ranks), else ring.
-    static Schedule best(std::uint32_t ranks)
-    {
-        return std::has_single_bit(ranks) ? Schedule::halving : Schedule::ring;
-    }
+    /// The one measured faster here (bench/README.md): the ring for 3 ranks, else halving.
+    static Schedule best(std::uint32_t ranks) { return ranks == 3 ? Schedule::ring : Schedule::halving; }
 
     /// For up to `max_floats` floats; collective (every rank makes one, with the same schedule).
     Allreduce(weft::Group& g, std::size_t max_floats, Schedule schedule, weft::Deadline deadline)
-        : g_(g), n_(g.size()), me_(g.rank()), max_(max_floats), schedule_(schedule)
+        : g_(g), n_(g.size()), me_(g.rank()), p_(std::bit_floor(n_)), max_(max_floats)
+        , schedule_(schedule)
         , data_(g.node().allocate(std::max<std::size_t>(max_floats, 1) * sizeof(float),
                                   weft::Access::remote_write))
-        // n-1 chunks of staging in either schedule (halving: n/2 + n/4 + ... + 1), and a
-        // float for notifications of empty ranges.
-        , staging_(g.node().allocate(((n_ - 1) * chunk_max() + 1) * sizeof(float),
-                                     weft::Access::remote_write))
+        , staging_(g.node().allocate((staging_floats() + 1) * sizeof(float), weft::Access::remote_write))
     {
-        if (schedule_ == Schedule::halving && !std::has_single_bit(n_))
-            throw std::invalid_argument("the halving schedule needs a power of two of ranks");
         if (n_ == 1)
             return;
         datas_ = g.all_gather(data_->remote(), deadline);
@@ -58,12 +55,15 @@ public:
             peers_.push_back(r == me_ ? weft::PeerId{} : g.peer(r));
         if (schedule_ == Schedule::ring) {
             g.connect(weft::Topology::ring, deadline);
-        } else {
-            std::vector<weft::PeerId> partners;
-            for (std::uint32_t d = 1; d < n_; d *= 2)
-                partners.push_back(peers_[me_ ^ d]);
-            g.node().connect(partners, deadline);
+            return;
         }
+        std::vector<weft::PeerId> partners;
+        if (me_ < 2 * (n_ - p_))
+            partners.push_back(peers_[me_ ^ 1]);
+        if (const auto v = vrank())
+            for (std::uint32_t d = 1; d < p_; d *= 2)
+                partners.push_back(peers_[real(*v ^ d)]);
+        g.node().connect(partners, deadline);
     }
 
     /// The buffer to reduce in place: fill its first `count` floats, then run(count).
@@ -142,35 +142,78 @@ private:
     {
         float* d = data();
         const float* staging = reinterpret_cast<const float*>(staging_->data());
-        // This rank's range, in chunks: [lo, lo + len). Each step's partner works on the
-        // same range, and the step's staging slot is at the same place in both.
-        std::uint32_t lo = 0, len = n_, step = 0;
+        const Range all{0, count};
+        const auto v = vrank();
+        if (!v) { // the even one of a pair: its data to the odd one, the sum back from it
+            send(me_ + 1, all, stagings_[me_ + 1], fold_at(), tag(0, fold_step, 0), deadline);
+            receive(me_ + 1, tag(1, fold_step, 0), deadline);
+            return;
+        }
+        if (me_ < 2 * (n_ - p_)) { // the odd one: adds its pair's data first
+            receive(me_ - 1, tag(0, fold_step, 0), deadline);
+            add_into(d, staging + fold_at(), count);
+        }
+        // This rank's range, in blocks of count / p: [lo, lo + len). Each step's partner
+        // works on the same range, and the step's staging slot is at the same place in both.
+        std::uint32_t lo = 0, len = p_, step = 0;
         std::size_t slot = 0;
-        for (std::uint32_t dist = n_ / 2; dist > 0; dist /= 2, ++step) { // reduce-scatter
-            const std::uint32_t partner = me_ ^ dist, half = len / 2;
-            const bool upper = (me_ & dist) != 0;
+        for (std::uint32_t dist = p_ / 2; dist > 0; dist /= 2, ++step) { // reduce-scatter
+            const std::uint32_t partner = real(*v ^ dist), half = len / 2;
+            const bool upper = (*v & dist) != 0;
             const std::uint32_t keep = upper ? lo + half : lo, give = upper ? lo : lo + half;
-            send(partner, chunks(count, give, half), stagings_[partner], slot, tag(0, step, 0),
+            send(partner, blocks(count, give, half), stagings_[partner], slot, tag(0, step, 0),
                  deadline);
             receive(partner, tag(0, step, 0), deadline);
-            const auto [from, to] = chunks(count, keep, half);
+            const auto [from, to] = blocks(count, keep, half);
             add_into(d + from, staging + slot, to - from);
             lo = keep;
             len = half;
-            slot += half * chunk_max();
+            slot += half * block_max();
         }
         // All-gather, back the same way: a partner writes only into the range this rank
         // gave it in the reduce-scatter, and only after it had read it.
-        for (std::uint32_t dist = 1; dist < n_; dist *= 2, ++step) {
-            const std::uint32_t partner = me_ ^ dist;
-            const Range mine = chunks(count, lo, len);
+        for (std::uint32_t dist = 1; dist < p_; dist *= 2, ++step) {
+            const std::uint32_t partner = real(*v ^ dist);
+            const Range mine = blocks(count, lo, len);
             send(partner, mine, datas_[partner], mine.first, tag(1, step, 0), deadline);
             receive(partner, tag(1, step, 0), deadline);
-            if (me_ & dist)
+            if (*v & dist)
                 lo -= len;
             len *= 2;
         }
+        if (me_ < 2 * (n_ - p_)) // the sum to the pair's even one
+            send(me_ - 1, all, datas_[me_ - 1], 0, tag(1, fold_step, 0), deadline);
     }
+
+    /// This rank's place among the p ranks that halve and double: none for the even one
+    /// of a pair (ranks below 2 (n - p) pair up), the odd one taking part for both.
+    std::optional<std::uint32_t> vrank() const
+    {
+        const std::uint32_t pairs = n_ - p_;
+        if (me_ < 2 * pairs)
+            return me_ % 2 ? std::optional(me_ / 2) : std::nullopt;
+        return me_ - pairs;
+    }
+    std::uint32_t real(std::uint32_t v) const { return v < n_ - p_ ? 2 * v + 1 : v + (n_ - p_); }
+    /// halving: blocks [first, first + n) of p, in floats.
+    Range blocks(std::size_t count, std::uint32_t first, std::uint32_t n) const
+    {
+        const std::size_t per = (count + p_ - 1) / p_;
+        return {std::min(count, first * per), std::min(count, (first + n) * per)};
+    }
+    std::size_t block_max() const { return (max_ + p_ - 1) / p_; }
+    /// Where an odd one of a pair takes its pair's data: past the halving's slots
+    /// (p/2 + p/4 + ... + 1 blocks), which its partners may write into meanwhile.
+    std::size_t fold_at() const { return (p_ - 1) * block_max(); }
+    /// Staging: the ring's slot per step (n - 1 chunks), or the halving's slots and the
+    /// pair's data; and past it, a float for notifications of empty ranges.
+    std::size_t staging_floats() const
+    {
+        if (schedule_ == Schedule::ring)
+            return (n_ - 1) * chunk_max();
+        return fold_at() + (n_ > p_ ? max_ : 0);
+    }
+    static constexpr std::uint32_t fold_step = 0x7ff; // the tags' step of the pairs' writes
 
     /// d[i] += a[i]: a loop GCC vectorizes (examples/CMakeLists.txt: the applications'
     /// cost model); left scalar, the sums took a third of a 1 MiB call on shm.
@@ -185,11 +228,6 @@ private:
     std::size_t begin(std::size_t count, std::uint32_t chunk) const
     {
         return std::min(count, chunk * ((count + n_ - 1) / n_));
-    }
-    /// Chunks [first, first + n), in floats.
-    Range chunks(std::size_t count, std::uint32_t first, std::uint32_t n) const
-    {
-        return {begin(count, first), begin(count, first + n)};
     }
     /// Piece `p` (`per` floats) of chunk `chunk`; empty past the chunk's end.
     Range piece(std::size_t count, std::uint32_t chunk, std::uint32_t p, std::size_t per) const
@@ -232,7 +270,7 @@ private:
 
     static constexpr unsigned window = 16; // writes in flight at most
     weft::Group& g_;
-    std::uint32_t n_, me_;
+    std::uint32_t n_, me_, p_; // ranks, this one, the power of two that halving takes
     std::size_t max_;
     Schedule schedule_;
     std::shared_ptr<weft::MemoryRegion> data_, staging_;
