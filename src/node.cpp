@@ -326,7 +326,13 @@ Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
 
 bool Node::trywait()
 {
-    if (!epoll_fd_ || !q_->trywait())
+    if (!epoll_fd_)
+        return false;
+    // The event queue first: polls read it only every 100 us (tend), and a
+    // connection event left in it would keep the descriptor readable.
+    if (eq_)
+        events();
+    if (!q_->trywait())
         return false;
     fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
     return fi_trywait(fabric_->get(), fids, eq_ ? 2 : 1) == 0;

@@ -164,9 +164,9 @@ void Node::tend()
         check_watched();
     // On tcp every fi_eq_read is an epoll_wait (its connection manager runs
     // inside it), and a busy poller tends on every poll. Connection events
-    // are rare: while no connection is being set up, and nobody sleeps on the
-    // queue's descriptor, the event queue is read at most every 100 us.
-    if (eq_ && (!pending_.empty() || epoll_fd_ || events_due())) {
+    // are rare: while no connection is being set up, the event queue is read
+    // at most every 100 us (and by trywait(), before anyone sleeps).
+    if (eq_ && (!pending_.empty() || events_due())) {
         events(); // reaps broken peers too
         return;
     }
