@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""weft's ring all-reduce beside Open MPI's MPI_Allreduce, interleaved: time per call.
+"""weft's all-reduce beside Open MPI's MPI_Allreduce, interleaved: time per call.
 
 Both are launched by mpirun on the same ranks, each round running every rank count
 for both, so that slow and fast moments of a noisy machine hit both alike; the
 report gives the median of the rounds and weft's time as a multiple of MPI's
-(below 1: weft is faster). Floats, summed; every call's sums are checked by both
-programs before they are timed. weft runs on the providers asked for (shm: the
+(below 1: weft is faster). Floats, summed; both programs check the sums of a first
+call at each size, then time calls on zeros. weft runs on the providers asked for (shm: the
 same host's shared memory, as Open MPI's default vader; tcp, beside Open MPI
 restricted to its TCP transport, --mca btl tcp,self); where the ranks outnumber
 the cores, weft's waits yield the core (--yield), as Open MPI's do when
-oversubscribed. weft's schedule is its default (halving for a power of two of
-ranks, else ring) unless --schedules names them; --mpi-ring adds Open MPI forced
+oversubscribed. weft's schedule is its default (the ring for 3 ranks, else
+halving) unless --schedules names them; --mpi-ring adds Open MPI forced
 to its ring (coll_tuned_allreduce_algorithm 4), the same schedule as weft's ring.
 
 Needs openmpi-bin and libopenmpi-dev (build/bench/weft-allreduce-mpi).

@@ -4,7 +4,7 @@
 // (the ring by default; halving with a pair folded into one), and under mpirun on shm with
 // more ranks than cores (Waiting::yield), 7 of them halving (three pairs folded). Every
 // rank checks every float of the sum, at sizes below the rank count, not divisible by it,
-// and up to 1 MiB.
+// and up to 1 MiB. Sizes and options it cannot take end it with the reason.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -108,4 +108,25 @@ TEST_CASE("allreduce: mpirun on shm, more ranks than cores, waits yielding the c
     for (int r = 0; r < n; ++r)
         CHECK(output.find(fmt::format("rank {} of {}: all-reduce verified at every size over shm ({})",
                                       r, n, schedule)) != std::string::npos);
+}
+
+TEST_CASE("allreduce: a size or option it cannot take ends the program saying which and how",
+          "[allreduce][app][process]")
+{
+    const auto [arg, says] = GENERATE(table<std::string, std::string>({
+        {"abc", "the size 'abc' is not a number of bytes"},
+        {"5", "the size '5' is not a positive multiple of 4 bytes"},
+        {"0", "the size '0' is not a positive multiple of 4 bytes"},
+        {"17179869184G", "the size '17179869184G' is over 1 TiB"},
+        {"--chek", "unknown option '--chek'"},
+        {"--schedule=foo", "--schedule is ring or halving, not foo"},
+        {"--piece=2", "--piece is 0 (whole chunks) or at least 4 bytes"},
+    }));
+    INFO(arg);
+    std::vector<Process> one;
+    one.emplace_back(Command{{WEFT_ALLREDUCE_PATH, "--check", arg}}, "weft-allreduce");
+    weft::test::finish_all(one);
+    INFO(one[0].output());
+    CHECK(one[0].status() == 1);
+    CHECK(one[0].output().find(says) != std::string::npos);
 }

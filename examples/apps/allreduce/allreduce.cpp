@@ -2,12 +2,13 @@
 // every size, then timed. Launch it as a group (mpirun, srun --mpi=pmix, or
 // WEFT_STORE/WEFT_RANK/WEFT_SIZE); sizes in bytes, K and M allowed:
 //   mpirun -np 4 weft-allreduce 1K 64K 4M 32M [--csv] [--yield: more ranks than cores]
-//   [--check: sums checked, nothing timed] [--schedule=ring|halving: default halving
-//   for a power of two of ranks, else ring] [--piece=BYTES: the ring's chunks passed on
-//   in pieces]
+//   [--check: sums checked, nothing timed] [--schedule=ring|halving: default the ring
+//   for 3 ranks, else halving (Allreduce::best)] [--piece=BYTES: the ring's chunks passed
+//   on in pieces; halving sends whole ranges]
 // Rank 0 prints the time per call at each size; every rank whether its sums were right.
 #include "allreduce.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -16,11 +17,24 @@
 
 using namespace std::chrono_literals;
 
-static std::size_t bytes_of(const std::string& s)
+static const char* const usage =
+    "usage: weft-allreduce [SIZE...] [--check] [--csv] [--yield] [--schedule=ring|halving] "
+    "[--piece=BYTES]\n  SIZE: bytes, a multiple of 4 (a float), K, M or G allowed: 4 1K 64M";
+
+/// "64K" -> 65536; anything else than digits and one unit, or a value past 2^40, is refused.
+static std::size_t bytes_of(const std::string& s, const char* what)
 {
-    const char unit = s.empty() ? ' ' : static_cast<char>(std::toupper(s.back()));
-    const std::size_t n = std::stoull(s);
-    return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : unit == 'G' ? n << 30 : n;
+    std::size_t digits = 0;
+    while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits])))
+        ++digits;
+    const std::string unit = s.substr(digits);
+    const int shift = unit.empty() ? 0 : unit == "K" || unit == "k" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+    if (digits == 0 || digits > 12 || shift < 0)
+        throw std::invalid_argument(std::string(what) + " '" + s + "' is not a number of bytes\n" + usage);
+    const std::size_t n = std::stoull(s.substr(0, digits)); // at most 12 digits: no overflow
+    if (n > (std::size_t{1} << 40) >> shift)
+        throw std::invalid_argument(std::string(what) + " '" + s + "' is over 1 TiB\n" + usage);
+    return n << shift;
 }
 
 int main(int argc, char** argv)
@@ -31,16 +45,29 @@ try {
     std::string schedule;  // Allreduce::best
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        csv |= a == "--csv";
-        yield |= a == "--yield";
-        time &= a != "--check";
-        if (a.rfind("--piece=", 0) == 0)
-            piece = bytes_of(a.substr(8));
+        if (a == "--help" || a == "-h") {
+            std::cout << usage << std::endl;
+            return 0;
+        }
+        if (a == "--csv")
+            csv = true;
+        else if (a == "--yield")
+            yield = true;
+        else if (a == "--check")
+            time = false;
+        else if (a.rfind("--piece=", 0) == 0)
+            piece = bytes_of(a.substr(8), "--piece");
         else if (a.rfind("--schedule=", 0) == 0)
             schedule = a.substr(11);
-        else if (a.substr(0, 2) != "--")
-            sizes.push_back(bytes_of(a));
+        else if (a.rfind("-", 0) == 0)
+            throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
+        else
+            sizes.push_back(bytes_of(a, "the size"));
+        if (!sizes.empty() && (sizes.back() == 0 || sizes.back() % sizeof(float) != 0))
+            throw std::invalid_argument("the size '" + a + "' is not a positive multiple of 4 bytes (a float)\n" + usage);
     }
+    if (piece != 0 && piece < sizeof(float))
+        throw std::invalid_argument("--piece is 0 (whole chunks) or at least 4 bytes (a float)");
     if (sizes.empty())
         sizes = {1 << 10, 64 << 10, 1 << 20, 4 << 20};
     const auto soon = [] { return weft::Deadline::after(120s); };

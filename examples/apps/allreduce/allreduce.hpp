@@ -36,10 +36,14 @@
 class Allreduce {
 public:
     enum class Schedule { ring, halving };
-    /// The one measured faster here (bench/README.md): the ring for 3 ranks, else halving.
+    /// The ring for 3 ranks, else halving: at 1 MiB halving was as fast or faster on 4-8
+    /// ranks here, the ring on 3 (bench/README.md; at 16-64 MiB the ring often led).
     static Schedule best(std::uint32_t ranks) { return ranks == 3 ? Schedule::ring : Schedule::halving; }
 
-    /// For up to `max_floats` floats; collective (every rank makes one, with the same schedule).
+    /// For up to `max_floats` floats; collective: every rank makes one with the same
+    /// `max_floats` and schedule (staging offsets follow from them; a rank whose staging
+    /// differs is refused). While run() goes, the Node's notifications are this object's:
+    /// receive() keeps every one it meets.
     Allreduce(weft::Group& g, std::size_t max_floats, Schedule schedule, weft::Deadline deadline)
         : g_(g), n_(g.size()), me_(g.rank()), p_(std::bit_floor(n_)), max_(max_floats)
         , schedule_(schedule)
@@ -47,10 +51,16 @@ public:
                                   weft::Access::remote_write))
         , staging_(g.node().allocate((staging_floats() + 1) * sizeof(float), weft::Access::remote_write))
     {
+        if (schedule_ == Schedule::ring && n_ > 2049)
+            throw std::invalid_argument("the ring's tags have room for 2049 ranks: use halving");
         if (n_ == 1)
             return;
         datas_ = g.all_gather(data_->remote(), deadline);
         stagings_ = g.all_gather(staging_->remote(), deadline);
+        for (const weft::RemoteRegion& r : stagings_)
+            if (r.length() != stagings_[me_].length())
+                throw std::invalid_argument("the ranks made their Allreduce with different sizes "
+                                            "or schedules: every rank passes the same");
         for (std::uint32_t r = 0; r < n_; ++r)
             peers_.push_back(r == me_ ? weft::PeerId{} : g.peer(r));
         if (schedule_ == Schedule::ring) {
@@ -153,7 +163,7 @@ private:
             receive(me_ - 1, tag(0, fold_step, 0), deadline);
             add_into(d, staging + fold_at(), count);
         }
-        // This rank's range, in blocks of count / p: [lo, lo + len). Each step's partner
+        // This rank's range, in blocks of ceil(count / p) floats: [lo, lo + len). Each step's partner
         // works on the same range, and the step's staging slot is at the same place in both.
         std::uint32_t lo = 0, len = p_, step = 0;
         std::size_t slot = 0;
