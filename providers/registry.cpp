@@ -102,12 +102,13 @@ Quirks quirks_for(const fi_info* info)
     q.reads_overtake_queued_writes = t.reads_overtake_queued_writes;
     q.rma_target_in_software = t.rma_target_in_software;
     const std::string_view name = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
-    q.notify_source_unreliable = name.find(";ofi_rxm") != std::string_view::npos ||
-                                 name.find(";ofi_rxd") != std::string_view::npos;
-    q.message_source_unreliable = name.find(";ofi_rxd") != std::string_view::npos;
-    if (q.message_source_unreliable) // ofi_rxd over any core: its "max_unacked" (rxd_init.c)
+    const bool rxm = name.find(";ofi_rxm") != std::string_view::npos;
+    const bool rxd = name.find(";ofi_rxd") != std::string_view::npos; // over any core
+    q.notify_source_unreliable = rxm || rxd;
+    q.message_source_unreliable = rxd;
+    if (rxd) // its "max_unacked" (rxd_init.c)
         q.send_window_packets = rxd_send_window();
-    q.wait_fd_misses_data = name.find(";ofi_rxm") != std::string_view::npos;
+    q.wait_fd_misses_data = rxm;
     if (t.refine_quirks)
         t.refine_quirks(info, q);
     return q;

@@ -61,9 +61,9 @@ try {
             schedule = a.substr(11);
         else if (a.rfind("-", 0) == 0)
             throw std::invalid_argument("unknown option '" + a + "'\n" + usage);
+        else if (const std::size_t b = bytes_of(a, "the size"); b > 0 && b % sizeof(float) == 0)
+            sizes.push_back(b);
         else
-            sizes.push_back(bytes_of(a, "the size"));
-        if (!sizes.empty() && (sizes.back() == 0 || sizes.back() % sizeof(float) != 0))
             throw std::invalid_argument("the size '" + a + "' is not a positive multiple of 4 bytes (a float)\n" + usage);
     }
     if (piece != 0 && piece < sizeof(float))

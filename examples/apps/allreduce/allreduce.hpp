@@ -68,7 +68,7 @@ public:
             return;
         }
         std::vector<weft::PeerId> partners;
-        if (me_ < 2 * (n_ - p_))
+        if (paired())
             partners.push_back(peers_[me_ ^ 1]);
         if (const auto v = vrank())
             for (std::uint32_t d = 1; d < p_; d *= 2)
@@ -159,7 +159,7 @@ private:
             receive(me_ + 1, tag(1, fold_step, 0), deadline);
             return;
         }
-        if (me_ < 2 * (n_ - p_)) { // the odd one: adds its pair's data first
+        if (paired()) { // the odd one: adds its pair's data first
             receive(me_ - 1, tag(0, fold_step, 0), deadline);
             add_into(d, staging + fold_at(), count);
         }
@@ -191,7 +191,7 @@ private:
                 lo -= len;
             len *= 2;
         }
-        if (me_ < 2 * (n_ - p_)) // the sum to the pair's even one
+        if (paired()) // the sum to the pair's even one
             send(me_ - 1, all, datas_[me_ - 1], 0, tag(1, fold_step, 0), deadline);
     }
 
@@ -199,19 +199,19 @@ private:
     /// of a pair (ranks below 2 (n - p) pair up), the odd one taking part for both.
     std::optional<std::uint32_t> vrank() const
     {
-        const std::uint32_t pairs = n_ - p_;
-        if (me_ < 2 * pairs)
+        if (paired())
             return me_ % 2 ? std::optional(me_ / 2) : std::nullopt;
-        return me_ - pairs;
+        return me_ - (n_ - p_);
     }
+    /// One of the first 2 (n - p) ranks, which pair up.
+    bool paired() const { return me_ < 2 * (n_ - p_); }
     std::uint32_t real(std::uint32_t v) const { return v < n_ - p_ ? 2 * v + 1 : v + (n_ - p_); }
     /// halving: blocks [first, first + n) of p, in floats.
     Range blocks(std::size_t count, std::uint32_t first, std::uint32_t n) const
     {
-        const std::size_t per = (count + p_ - 1) / p_;
-        return {std::min(count, first * per), std::min(count, (first + n) * per)};
+        return {edge(count, p_, first), edge(count, p_, first + n)};
     }
-    std::size_t block_max() const { return (max_ + p_ - 1) / p_; }
+    std::size_t block_max() const { return share(max_, p_); }
     /// Where an odd one of a pair takes its pair's data: past the halving's slots
     /// (p/2 + p/4 + ... + 1 blocks), which its partners may write into meanwhile.
     std::size_t fold_at() const { return (p_ - 1) * block_max(); }
@@ -233,12 +233,16 @@ private:
             d[i] += a[i];
     }
 
-    std::size_t chunk_max() const { return (max_ + n_ - 1) / n_; }
-    /// The first float of chunk `chunk` (count, for the chunk past the last).
-    std::size_t begin(std::size_t count, std::uint32_t chunk) const
+    /// Floats in each of `parts` equal shares of `total` (the last may be shorter).
+    static std::size_t share(std::size_t total, std::uint32_t parts) { return (total + parts - 1) / parts; }
+    /// The first float of share `i` of `count` in `parts` (count, past the last).
+    static std::size_t edge(std::size_t count, std::uint32_t parts, std::uint32_t i)
     {
-        return std::min(count, chunk * ((count + n_ - 1) / n_));
+        return std::min(count, i * share(count, parts));
     }
+    std::size_t chunk_max() const { return share(max_, n_); }
+    /// ring: the first float of chunk `chunk` of n.
+    std::size_t begin(std::size_t count, std::uint32_t chunk) const { return edge(count, n_, chunk); }
     /// Piece `p` (`per` floats) of chunk `chunk`; empty past the chunk's end.
     Range piece(std::size_t count, std::uint32_t chunk, std::uint32_t p, std::size_t per) const
     {
