@@ -138,6 +138,9 @@ const Traits shm = {
     // at once; a read without CQ data is done by this side itself (cross-memory
     // attach) and does not wait for that queue (smr_generic_rma in 1.17).
     .reads_overtake_queued_writes = true,
+    // Cross-memory attach by the initiator only for one remote range; more go
+    // through the target's command queue (smr_generic_rma: rma_count == 1).
+    .ranges_wait_for_target = true,
     .error_hint = shm_hint,
     .before_enable = name_region,
     .checks = shm_checks,

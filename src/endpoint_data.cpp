@@ -220,6 +220,45 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
     ++q_->in_flight_;
 }
 
+void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
+                           Peer peer)
+{
+    constexpr std::size_t max_iov = 16;
+    const std::size_t limit = read_ranges_limit();
+    if (reads.empty() || reads.size() > limit)
+        throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
+                         fmt::format("{} ranges; one read on this endpoint takes 1 to {} (the "
+                                     "provider's rma_iov_limit and iov_limit): read the rest "
+                                     "in another call",
+                                     reads.size(), limit));
+    std::array<iovec, max_iov> iov{};
+    std::array<void*, max_iov> desc{};
+    std::array<fi_rma_iov, max_iov> rma{};
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+        const Local& d = reads[i].dst;
+        if (d.len == 0)
+            throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
+                             fmt::format("range {} is empty: every range reads at least one byte", i));
+        iov[i] = {d.addr, d.len};
+        desc[i] = d.desc;
+        rma[i] = {src.read_address(reads[i].offset, d.len), d.len, src.key()};
+        total += d.len;
+    }
+    if (total - 1 >= max_transfer_)
+        throw UsageError("read_ranges", -FI_EMSGSIZE, std::string(provider()),
+                         fmt::format("{} B in all is over this endpoint's largest transfer ({} B): "
+                                     "read fewer ranges at once",
+                                     total, max_transfer_));
+    for (const Read& r : reads)
+        q_->keep_sink(r.dst);
+    if (!unflushed_peers_.empty())
+        flush_before_read(src, reads[0].offset, peer);
+    fi_msg_rma msg{iov.data(), desc.data(), reads.size(), peer.addr, rma.data(), reads.size(), context, 0};
+    post<fi_readmsg>("fi_readmsg", msg.addr, &msg, FI_COMPLETION);
+    ++q_->in_flight_;
+}
+
 void Endpoint::inject_too_big(std::size_t len) const
 {
     throw UsageError("write_inject", -FI_EINVAL, std::string(provider()),

@@ -200,6 +200,23 @@ public:
     /// Scatters one remote range into `dst` (at most iov_limit entries).
     void readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
                void* context, Peer peer = {});
+    /// One range of read_ranges(): the RemoteRegion's bytes at `offset` into `dst`.
+    struct Read {
+        Local dst;
+        std::uint64_t offset;
+    };
+    /// Reads several ranges of one remote region, each into its own local range,
+    /// as one operation: one fi_readmsg, one completion carrying `context`. Where
+    /// the provider takes them in one request (shm: one system call; tcp: one
+    /// message each way) this costs what one read does. At most
+    /// read_ranges_limit() ranges; every range is checked before anything is posted.
+    void read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
+                     Peer peer = {});
+    /// Most ranges read_ranges() takes here (1 on verbs: one remote range a read).
+    std::size_t read_ranges_limit() const noexcept
+    {
+        return std::min({rma_iov_limit_, read_iov_limit(), std::size_t{16}});
+    }
     /// Fire-and-forget write of at most inject_size() bytes from any memory: no
     /// completion, the buffer is reusable on return.
     void write_inject(std::span<const std::byte> src, const RemoteRegion& dst,

@@ -95,6 +95,13 @@ struct Quirks {
     /// (Endpoint::flush), keeping read-after-write: "contract: a completed
     /// write is seen by the read that follows it".
     bool reads_overtake_queued_writes = false;
+    /// A read of more than one remote range (Endpoint::read_ranges) is carried
+    /// out by the target's provider when it next progresses, where a read of one
+    /// range is the initiator's system call alone (shm in libfabric 1.17: its
+    /// fast path, cross-memory attach, takes one remote range). Correct, but it
+    /// waits for the target; one range a read is faster there. Test: "matrix:
+    /// read_ranges reads several ranges of one region in one operation".
+    bool ranges_wait_for_target = false;
     /// RDM: FI_SOURCE names the wrong peer for a notification (ofi_rxm,
     /// ofi_rxd) or a message (ofi_rxd) in libfabric 1.17. A Node then
     /// carries the sender's identity itself, in the upper CQ-data bits ("node:

@@ -135,6 +135,19 @@ public:
         auto& r = route(peer, "read");
         r.ep->read(dst, src, offset, context, Peer{r.addr});
     }
+    /// Endpoint::read_ranges: several ranges of `src`, one operation, one completion.
+    void read_ranges(PeerId peer, std::span<const Endpoint::Read> reads, const RemoteRegion& src,
+                     void* context)
+    {
+        const Use use(*this, "Node::read_ranges", Use::Reap::no);
+        auto& r = route(peer, "read_ranges");
+        r.ep->read_ranges(reads, src, context, Peer{r.addr});
+    }
+    /// Most ranges read_ranges() takes to `peer`.
+    std::size_t read_ranges_limit(PeerId peer)
+    {
+        return route(peer, "read_ranges_limit").ep->read_ranges_limit();
+    }
     [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,
                                              std::uint64_t offset, std::uint32_t value,
                                              void* context)

@@ -77,6 +77,50 @@ TEST_CASE("progress: without anyone driving it, a passive target stalls (control
     CHECK(target_poller.finish().empty());
 }
 
+TEST_CASE("progress: on shm a read of several ranges waits for the target, a read of one "
+          "does not (Quirks::ranges_wait_for_target)",
+          "[progress][sg]")
+{
+    const test::Case c{"shm", EndpointKind::rdm};
+    Options o;
+    o.progress = Progress::polling;
+    WEFT_REQUIRE_CELL(c, o);
+    auto p = test::connect_pair(c, o);
+    REQUIRE(p.client.endpoint().quirks().ranges_wait_for_target);
+    REQUIRE(p.client.endpoint().read_ranges_limit() >= 2);
+    auto target = p.expose(1 << 16, Access::remote_read);
+    test::fill_pattern(target->bytes(), 21);
+    auto sink = p.client.allocate(1 << 16, Access::local);
+    int ctx = 0;
+    { // the peers' first exchange (shm maps the peer's region) needs the server
+        test::Target warm_up([&](const std::atomic<bool>& stop) {
+            while (!stop)
+                (void)p.server.endpoint().poll_one();
+        });
+        p.client.read(sink->slice(0, 64), target->remote(), 0, &ctx);
+        (void)p.client.endpoint().wait(&ctx, soon());
+        REQUIRE(warm_up.finish().empty());
+    }
+    // From here on nobody polls the server: one range is the client's own
+    // system call.
+    const Endpoint::Read one[] = {{sink->slice(0, 4096), 8192}};
+    p.client.endpoint().read_ranges(one, target->remote(), &ctx, p.client.peer());
+    CHECK(p.client.endpoint().wait(&ctx, Deadline::after(5s)).context == &ctx);
+    REQUIRE(std::memcmp(sink->data(), target->data() + 8192, 4096) == 0);
+    // Two ranges go through the server's queue: nothing until it polls.
+    const Endpoint::Read two[] = {{sink->slice(0, 100), 300}, {sink->slice(5000, 200), 40000}};
+    p.client.endpoint().read_ranges(two, target->remote(), &ctx, p.client.peer());
+    CHECK_THROWS_AS(p.client.endpoint().wait(&ctx, Deadline::after(300ms)), TimeoutError);
+    test::Target target_poller([&](const std::atomic<bool>& stop) {
+        while (!stop)
+            (void)p.server.endpoint().poll_one();
+    });
+    CHECK(p.client.endpoint().wait(&ctx, soon()).context == &ctx);
+    CHECK(target_poller.finish().empty());
+    CHECK(std::memcmp(sink->data(), target->data() + 300, 100) == 0);
+    CHECK(std::memcmp(sink->data() + 5000, target->data() + 40000, 200) == 0);
+}
+
 TEST_CASE("progress: a Node whose only connection closed still answers its next peer's reads "
           "with nobody polling it",
           "[matrix][progress][node]")

@@ -253,3 +253,51 @@ TEST_CASE("matrix: scatter-gather and inject", "[matrix][rma][sg]")
     (void)ep.wait(&ctx, soon());
     REQUIRE(same(back->data(), small.data(), n));
 }
+
+TEST_CASE("matrix: read_ranges reads several ranges of one region in one operation",
+          "[matrix][rma][sg]")
+{
+    WEFT_EACH_CELL(c);
+    auto p = test::connect_pair(c);
+    auto target = p.expose(1 << 16, Access::remote_read_write);
+    test::fill_pattern(target->bytes(), 9);
+    const RemoteRegion remote = target->remote();
+    Endpoint& ep = p.client.endpoint();
+    const std::size_t limit = ep.read_ranges_limit();
+    REQUIRE(limit >= 1);
+    auto sink = p.client.allocate(1 << 16, Access::local);
+    std::memset(sink->data(), 0xee, sink->size());
+    // Remote ranges out of order and of different lengths (one past a page
+    // edge), each into its own local range with untouched bytes between.
+    const std::size_t offsets[] = {40000, 7, 4090, 20001};
+    const std::size_t lengths[] = {4200, 1, 64, 999};
+    const std::size_t n = std::min<std::size_t>(limit, 4);
+    std::vector<Endpoint::Read> reads;
+    for (std::size_t i = 0; i < n; ++i)
+        reads.push_back({sink->slice(10000 * i + 3, lengths[i]), offsets[i]});
+    int ctx = 0;
+    ep.read_ranges(reads, remote, &ctx, p.client.peer());
+    const Completion done = ep.wait(&ctx, soon());
+    CHECK(done.op == Op::read);
+    for (std::size_t i = 0; i < n; ++i) {
+        INFO("range " << i << " of " << n);
+        REQUIRE(same(sink->data() + 10000 * i + 3, target->data() + offsets[i], lengths[i]));
+        CHECK(sink->data()[10000 * i + 2] == std::byte{0xee});
+        CHECK(sink->data()[10000 * i + 3 + lengths[i]] == std::byte{0xee});
+    }
+
+    // More ranges than one read takes, an empty range, a range past the region:
+    // refused before anything is posted, saying which.
+    std::vector<Endpoint::Read> too_many(limit + 1, Endpoint::Read{sink->slice(0, 8), 0});
+    CHECK_THROWS_WITH(ep.read_ranges(too_many, remote, &ctx, p.client.peer()),
+                      Catch::Contains("one read on this endpoint takes 1 to " + std::to_string(limit)));
+    const Endpoint::Read empty[] = {{sink->slice(0, 0), 0}};
+    CHECK_THROWS_AS(ep.read_ranges(empty, remote, &ctx, p.client.peer()), UsageError);
+    const Endpoint::Read past[] = {{sink->slice(0, 8), (1 << 16) - 4}};
+    CHECK_THROWS_AS(ep.read_ranges(past, remote, &ctx, p.client.peer()), UsageError);
+    // Still usable: one more read, through the Node's call.
+    const Endpoint::Read one[] = {{sink->slice(0, 16), 100}};
+    ep.read_ranges(one, remote, &ctx, p.client.peer());
+    (void)ep.wait(&ctx, soon());
+    REQUIRE(same(sink->data(), target->data() + 100, 16));
+}

@@ -2,11 +2,15 @@
 // slots two at a time, the key's and the next, so a key one past its home costs no second
 // round trip). PUT and DELETE are requests written into the server's memory with a
 // notification, answered by a message. Up to depth() operations run at once, one per lane.
+// GETs started before the next poll() go out together: up to read_ranges_limit() of them
+// as one read (Node::read_ranges), which tcp carries as one message each way, as Redis's
+// pipelining batches commands (not on shm, where such a read waits for the server).
 #pragma once
 
 #include "kv.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 
 namespace kv {
@@ -29,7 +33,14 @@ public:
         , copies_(c_.allocate(h_.g.depth * span_ * h_.g.slot_size(), weft::Access::local))
         , requests_(c_.allocate(h_.g.depth * h_.g.request_size(), weft::Access::local))
         , lanes_(h_.g.depth)
+        , batches_(h_.g.depth)
+        , batch_max_(c_.endpoint().quirks().ranges_wait_for_target // shm: one range a read is faster
+                         ? 1
+                         : std::min<std::size_t>(c_.node().read_ranges_limit(c_.peer_id()), max_batch))
     {
+        pending_.reserve(h_.g.depth);
+        for (std::uint32_t i = 0; i < h_.g.depth; ++i)
+            free_.push_back(&batches_[i]);
     }
 
     std::uint32_t depth() const { return h_.g.depth; }
@@ -55,9 +66,11 @@ public:
         request(take(lane, Kind::erase, key), lane, Op::erase, {});
     }
 
-    /// The operations done since the last call (at most out.size()).
+    /// The operations done since the last call (at most out.size()); first posts the
+    /// GETs' reads started since.
     std::size_t poll(std::span<Done> out)
     {
+        flush();
         std::array<weft::Completion, 16> got;
         const std::size_t n = c_.node().poll(std::span(got).first(std::min(got.size(), out.size())));
         std::size_t done = 0;
@@ -68,10 +81,18 @@ public:
                 if (r.lane < lanes_.size() && lanes_[r.lane].busy)
                     out[done++] = finish(r.lane, r.status);
             } else if (c.op == weft::Op::read) {
-                const auto lane = static_cast<std::uint32_t>(static_cast<Lane*>(c.context) - lanes_.data());
-                if (auto d = look(lane))
-                    out[done++] = *d;
+                // Each lane of the batch has its copies: look at them all (a lane
+                // done, or read again), keeping what does not fit in `out`.
+                Batch* b = static_cast<Batch*>(c.context);
+                for (std::uint32_t i = 0; i < b->n; ++i)
+                    if (auto d = look(b->lanes[i]))
+                        ready_.push_back(*d);
+                free_.push_back(b);
             }
+        }
+        while (done < out.size() && !ready_.empty()) {
+            out[done++] = ready_.front();
+            ready_.pop_front();
         }
         return done;
     }
@@ -127,12 +148,28 @@ private:
         return static_cast<std::uint32_t>(std::min<std::uint64_t>(span_, h_.g.slots - slot(l)));
     }
 
-    void read_slot(std::uint32_t lane)
+    /// The lane's next read, posted by the next flush().
+    void read_slot(std::uint32_t lane) { pending_.push_back(lane); }
+
+    /// Posts the pending reads, batch_max_ lanes to a read.
+    void flush()
     {
-        const Lane& l = lanes_[lane];
-        c_.node().read(c_.peer_id(),
-                       copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
-                       h_.table, slot(l) * h_.g.slot_size(), &lanes_[lane]);
+        for (std::size_t at = 0; at < pending_.size();) {
+            Batch* b = free_.back();
+            free_.pop_back();
+            std::array<weft::Endpoint::Read, max_batch> reads;
+            b->n = static_cast<std::uint32_t>(std::min(batch_max_, pending_.size() - at));
+            for (std::uint32_t i = 0; i < b->n; ++i) {
+                const std::uint32_t lane = pending_[at + i];
+                const Lane& l = lanes_[lane];
+                b->lanes[i] = lane;
+                reads[i] = {copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
+                            slot(l) * h_.g.slot_size()};
+            }
+            c_.node().read_ranges(c_.peer_id(), std::span(reads).first(b->n), h_.table, b);
+            at += b->n;
+        }
+        pending_.clear();
     }
 
     /// A GET's copies arrived: done, or the slots after them, or from the torn one again.
@@ -193,12 +230,23 @@ private:
         return d;
     }
 
+    static constexpr std::size_t max_batch = 16;
+    struct Batch { // one read's lanes: the context of its completion
+        std::array<std::uint32_t, max_batch> lanes;
+        std::uint32_t n = 0;
+    };
+
     weft::Connection c_;
     Hello h_;
     std::uint32_t span_;                           // slots a GET reads at once
     std::shared_ptr<weft::MemoryRegion> copies_;   // GETs' sinks, span_ slots per lane
     std::shared_ptr<weft::MemoryRegion> requests_; // PUTs' and DELETEs' sources, one per lane
     std::vector<Lane> lanes_;
+    std::vector<Batch> batches_;          // one per lane at most: a batch has a lane or more
+    std::vector<Batch*> free_;            // batches no read is using
+    std::size_t batch_max_;               // lanes one read takes (read_ranges_limit)
+    std::vector<std::uint32_t> pending_;  // lanes whose read the next flush() posts
+    std::deque<Done> ready_;              // done, not yet returned by poll()
     std::uint64_t torn_ = 0;
     char sent_ = 0; // the context of the requests' writes (their completions mean nothing here)
 };
