@@ -242,13 +242,19 @@ void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src,
                              fmt::format("range {} is empty: every range reads at least one byte", i));
         iov[i] = {d.addr, d.len};
         desc[i] = d.desc;
-        rma[i] = {src.read_address(reads[i].offset, d.len), d.len, src.key()};
+        try {
+            rma[i] = {src.read_address(reads[i].offset, d.len), d.len, src.key()};
+        } catch (const UsageError& e) {
+            throw UsageError("read_ranges", e.code(), std::string(provider()),
+                             fmt::format("range {}: {}; nothing was posted", i, e.what()));
+        }
         total += d.len;
     }
     if (total - 1 >= max_transfer_)
         throw UsageError("read_ranges", -FI_EMSGSIZE, std::string(provider()),
                          fmt::format("{} B in all is over this endpoint's largest transfer ({} B): "
-                                     "read fewer ranges at once",
+                                     "read fewer ranges at once, or split a range; nothing was "
+                                     "posted",
                                      total, max_transfer_));
     for (const Read& r : reads)
         q_->keep_sink(r.dst);

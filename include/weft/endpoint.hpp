@@ -207,9 +207,10 @@ public:
     };
     /// Reads several ranges of one remote region, each into its own local range,
     /// as one operation: one fi_readmsg, one completion carrying `context`. Where
-    /// the provider takes them in one request (shm: one system call; tcp: one
-    /// message each way) this costs what one read does. At most
-    /// read_ranges_limit() ranges; every range is checked before anything is posted.
+    /// the provider takes them in one request (tcp: one message each way) this
+    /// costs about what one read does; on shm it waits for the target's progress
+    /// instead (Quirks::ranges_wait_for_target). At most read_ranges_limit()
+    /// ranges; every range is checked before anything is posted.
     void read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
                      Peer peer = {});
     /// Most ranges read_ranges() takes here (1 on verbs: one remote range a read).

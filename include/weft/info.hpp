@@ -99,8 +99,9 @@ struct Quirks {
     /// out by the target's provider when it next progresses, where a read of one
     /// range is the initiator's system call alone (shm in libfabric 1.17: its
     /// fast path, cross-memory attach, takes one remote range). Correct, but it
-    /// waits for the target; one range a read is faster there. Test: "matrix:
-    /// read_ranges reads several ranges of one region in one operation".
+    /// waits for the target; one range a read is faster there. Test: "progress:
+    /// on shm a read of several ranges waits for the target, a read of one does
+    /// not (Quirks::ranges_wait_for_target)".
     bool ranges_wait_for_target = false;
     /// RDM: FI_SOURCE names the wrong peer for a notification (ofi_rxm,
     /// ofi_rxd) or a message (ofi_rxd) in libfabric 1.17. A Node then

@@ -143,9 +143,10 @@ public:
         auto& r = route(peer, "read_ranges");
         r.ep->read_ranges(reads, src, context, Peer{r.addr});
     }
-    /// Most ranges read_ranges() takes to `peer`.
+    /// Most ranges read_ranges() takes to `peer` (a MSG peer is connected first).
     std::size_t read_ranges_limit(PeerId peer)
     {
+        const Use use(*this, "Node::read_ranges_limit");
         return route(peer, "read_ranges_limit").ep->read_ranges_limit();
     }
     [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,

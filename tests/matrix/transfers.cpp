@@ -279,6 +279,10 @@ TEST_CASE("matrix: read_ranges reads several ranges of one region in one operati
     ep.read_ranges(reads, remote, &ctx, p.client.peer());
     const Completion done = ep.wait(&ctx, soon());
     CHECK(done.op == Op::read);
+    // One operation: one completion, nothing more for it.
+    for (const auto until = Deadline::after(std::chrono::milliseconds(50)); !until.expired();)
+        if (const auto extra = ep.poll_one())
+            FAIL("a second completion for one read_ranges (op " << static_cast<int>(extra->op) << ")");
     for (std::size_t i = 0; i < n; ++i) {
         INFO("range " << i << " of " << n);
         REQUIRE(same(sink->data() + 10000 * i + 3, target->data() + offsets[i], lengths[i]));
@@ -293,11 +297,23 @@ TEST_CASE("matrix: read_ranges reads several ranges of one region in one operati
                       Catch::Contains("one read on this endpoint takes 1 to " + std::to_string(limit)));
     const Endpoint::Read empty[] = {{sink->slice(0, 0), 0}};
     CHECK_THROWS_AS(ep.read_ranges(empty, remote, &ctx, p.client.peer()), UsageError);
-    const Endpoint::Read past[] = {{sink->slice(0, 8), (1 << 16) - 4}};
-    CHECK_THROWS_AS(ep.read_ranges(past, remote, &ctx, p.client.peer()), UsageError);
+    // A good range, then one past the region: refused, naming the second, and
+    // the first not read either.
+    std::memset(sink->data(), 0xee, 64);
+    const Endpoint::Read past[] = {{sink->slice(0, 8), 0}, {sink->slice(8, 8), (1 << 16) - 4}};
+    if (limit >= 2) {
+        CHECK_THROWS_WITH(ep.read_ranges(past, remote, &ctx, p.client.peer()),
+                          Catch::Contains("range 1") && Catch::Contains("nothing was posted"));
+        for (const auto until = Deadline::after(std::chrono::milliseconds(50)); !until.expired();)
+            if (ep.poll_one())
+                FAIL("a refused read_ranges completed");
+        CHECK(sink->data()[0] == std::byte{0xee});
+    }
+    CHECK_THROWS_AS(ep.read_ranges(std::span(past).last(1), remote, &ctx, p.client.peer()), UsageError);
     // Still usable: one more read, through the Node's call.
     const Endpoint::Read one[] = {{sink->slice(0, 16), 100}};
-    ep.read_ranges(one, remote, &ctx, p.client.peer());
-    (void)ep.wait(&ctx, soon());
+    CHECK(p.client.node().read_ranges_limit(p.client.peer_id()) == limit);
+    p.client.node().read_ranges(p.client.peer_id(), one, remote, &ctx);
+    (void)p.client.node().wait(&ctx, soon());
     REQUIRE(same(sink->data(), target->data() + 100, 16));
 }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <exception>
 #include <stdexcept>
 
 namespace kv {
@@ -48,6 +49,7 @@ public:
     weft::Connection& connection() { return c_; }
     std::uint64_t torn() const { return torn_; } ///< copies read again, torn by a rewrite
 
+    /// Posted at the next poll(), with the other GETs started before it.
     void start_get(std::uint32_t lane, std::string_view key)
     {
         Lane& l = take(lane, Kind::get, key);
@@ -82,12 +84,23 @@ public:
                     out[done++] = finish(r.lane, r.status);
             } else if (c.op == weft::Op::read) {
                 // Each lane of the batch has its copies: look at them all (a lane
-                // done, or read again), keeping what does not fit in `out`.
+                // done, or read again), keeping what does not fit in `out`. The
+                // batch is free again first: look() may throw for one lane.
                 Batch* b = static_cast<Batch*>(c.context);
-                for (std::uint32_t i = 0; i < b->n; ++i)
-                    if (auto d = look(b->lanes[i]))
-                        ready_.push_back(*d);
+                const Batch lanes = *b;
                 free_.push_back(b);
+                std::exception_ptr first;
+                for (std::uint32_t i = 0; i < lanes.n; ++i) {
+                    try {
+                        if (auto d = look(lanes.lanes[i]))
+                            ready_.push_back(*d);
+                    } catch (...) { // the batch's other lanes still go on
+                        if (!first)
+                            first = std::current_exception();
+                    }
+                }
+                if (first)
+                    std::rethrow_exception(first);
             }
         }
         while (done < out.size() && !ready_.empty()) {
@@ -151,23 +164,35 @@ private:
     /// The lane's next read, posted by the next flush().
     void read_slot(std::uint32_t lane) { pending_.push_back(lane); }
 
-    /// Posts the pending reads, batch_max_ lanes to a read.
+    /// Posts the pending reads, batch_max_ lanes to a read (one: a plain read).
+    /// A post that throws leaves its lanes and those after it pending.
     void flush()
     {
-        for (std::size_t at = 0; at < pending_.size();) {
-            Batch* b = free_.back();
-            free_.pop_back();
-            std::array<weft::Endpoint::Read, max_batch> reads;
-            b->n = static_cast<std::uint32_t>(std::min(batch_max_, pending_.size() - at));
-            for (std::uint32_t i = 0; i < b->n; ++i) {
-                const std::uint32_t lane = pending_[at + i];
-                const Lane& l = lanes_[lane];
-                b->lanes[i] = lane;
-                reads[i] = {copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
-                            slot(l) * h_.g.slot_size()};
+        std::size_t at = 0;
+        try {
+            while (at < pending_.size()) {
+                if (free_.empty()) // a lane is in one read at most: cannot happen
+                    throw std::logic_error("kv::Client: more reads than lanes");
+                Batch* b = free_.back();
+                std::array<weft::Endpoint::Read, max_batch> reads;
+                b->n = static_cast<std::uint32_t>(std::min(batch_max_, pending_.size() - at));
+                for (std::uint32_t i = 0; i < b->n; ++i) {
+                    const std::uint32_t lane = pending_[at + i];
+                    const Lane& l = lanes_[lane];
+                    b->lanes[i] = lane;
+                    reads[i] = {copies_->slice(lane * span_ * h_.g.slot_size(), reach(l) * h_.g.slot_size()),
+                                slot(l) * h_.g.slot_size()};
+                }
+                if (b->n == 1) // the plain read: no arrays for the provider to walk
+                    c_.node().read(c_.peer_id(), reads[0].dst, h_.table, reads[0].offset, b);
+                else
+                    c_.node().read_ranges(c_.peer_id(), std::span(reads).first(b->n), h_.table, b);
+                free_.pop_back(); // posted: its completion gives it back
+                at += b->n;
             }
-            c_.node().read_ranges(c_.peer_id(), std::span(reads).first(b->n), h_.table, b);
-            at += b->n;
+        } catch (...) {
+            pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));
+            throw;
         }
         pending_.clear();
     }
@@ -176,6 +201,9 @@ private:
     std::optional<Done> look(std::uint32_t lane)
     {
         Lane& l = lanes_[lane];
+        if (!l.busy) // each lane is in one read at most, and reported once
+            throw std::logic_error("kv::Client: a read's completion for lane " + std::to_string(lane) +
+                                   ", which has nothing in flight");
         for (std::uint32_t i = 0, n = reach(l); i < n; ++i) {
             const Slot s{copy(lane, i), h_.g};
             if (!s.whole()) {

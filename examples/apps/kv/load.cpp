@@ -36,6 +36,7 @@ struct Config {
     std::uint32_t value = 64;
     double get = 0.9, zipf = 0; // zipf 0: uniform
     bool fill = true, csv = false;
+    unsigned take = 16; // operations taken from a client per poll
 };
 
 std::string key_of(std::uint64_t k) { return fmt::format("key:{:012}", k); }
@@ -169,7 +170,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
     while (r.ops < ops) {
         std::size_t found = 0;
         for (std::size_t s = 0; s < shards.size(); ++s) {
-            const std::size_t n = shards[s]->poll(done);
+            const std::size_t n = shards[s]->poll(std::span(done).first(cfg.take));
             found += n;
             for (const kv::Client::Done& d : std::span(done).first(n)) {
                 const Lane& l = lanes[s * depth + d.lane];
@@ -256,6 +257,8 @@ try {
     app.add_option("--zipf", cfg.zipf, "Zipf exponent of the keys (0: uniform)")->check(CLI::Range(0.0, 5.0));
     app.add_flag("!--no-fill", cfg.fill, "do not PUT every key first");
     app.add_flag("--csv", cfg.csv, "print one CSV line");
+    app.add_option("--take", cfg.take, "operations taken from a client per poll (the rest wait for the next)")
+        ->check(CLI::Range(1u, 16u));
     CLI11_PARSE(app, argc, argv);
     if (cfg.fill) { // in a child: libfabric set up in this process would be copied into the clients
         const pid_t pid = ::fork();
