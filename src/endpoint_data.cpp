@@ -98,7 +98,6 @@ std::size_t Endpoint::write_batch(std::span<const Write> writes, const RemoteReg
 void Endpoint::writev(std::span<const Local> src, const RemoteRegion& dst, std::uint64_t offset,
                       void* context, Peer peer)
 {
-    constexpr std::size_t max_iov = 16;
     if (src.empty() || src.size() > iov_limit_ || src.size() > max_iov)
         throw UsageError("writev", -FI_EINVAL, std::string(provider()),
                          fmt::format("{} local segments; this endpoint takes 1 to {}", src.size(),
@@ -192,7 +191,6 @@ void Endpoint::flush_before_read(const RemoteRegion& src, std::uint64_t offset, 
 void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::uint64_t offset,
                      void* context, Peer peer)
 {
-    constexpr std::size_t max_iov = 16;
     const std::size_t limit = std::min(read_iov_limit(), max_iov);
     if (dst.empty() || dst.size() > limit)
         throw UsageError("readv", -FI_EINVAL, std::string(provider()),
@@ -213,17 +211,12 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
             return;
     for (const Local& l : dst)
         q_->keep_sink(l);
-    if (!unflushed_peers_.empty())
-        flush_before_read(src, offset, peer);
-    fi_msg_rma msg{iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0};
-    post<fi_readmsg>("fi_readmsg", msg.addr, &msg, FI_COMPLETION);
-    ++q_->in_flight_;
+    post_readmsg({iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0}, src, offset, peer);
 }
 
 void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
                            Peer peer)
 {
-    constexpr std::size_t max_iov = 16;
     const std::size_t limit = read_ranges_limit();
     if (reads.empty() || reads.size() > limit)
         throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
@@ -258,9 +251,15 @@ void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src,
                                      total, max_transfer_));
     for (const Read& r : reads)
         q_->keep_sink(r.dst);
+    post_readmsg({iov.data(), desc.data(), reads.size(), peer.addr, rma.data(), reads.size(), context, 0},
+                 src, reads[0].offset, peer);
+}
+
+void Endpoint::post_readmsg(const fi_msg_rma& msg, const RemoteRegion& src, std::uint64_t offset,
+                            Peer peer)
+{
     if (!unflushed_peers_.empty())
-        flush_before_read(src, reads[0].offset, peer);
-    fi_msg_rma msg{iov.data(), desc.data(), reads.size(), peer.addr, rma.data(), reads.size(), context, 0};
+        flush_before_read(src, offset, peer);
     post<fi_readmsg>("fi_readmsg", msg.addr, &msg, FI_COMPLETION);
     ++q_->in_flight_;
 }

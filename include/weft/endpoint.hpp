@@ -216,7 +216,7 @@ public:
     /// Most ranges read_ranges() takes here (1 on verbs: one remote range a read).
     std::size_t read_ranges_limit() const noexcept
     {
-        return std::min({rma_iov_limit_, read_iov_limit(), std::size_t{16}});
+        return std::min({rma_iov_limit_, read_iov_limit(), max_iov});
     }
     /// Fire-and-forget write of at most inject_size() bytes from any memory: no
     /// completion, the buffer is reusable on return.
@@ -301,6 +301,7 @@ public:
     Endpoint(Private, std::shared_ptr<Domain> domain, const Options& options, EndpointKind kind);
 
 private:
+    static constexpr std::size_t max_iov = 16; // segments writev/readv/read_ranges take at most
     friend class Completions; // hands slot and fence completions to their endpoint
 
     static std::shared_ptr<Endpoint> create(std::shared_ptr<Domain> domain, const Options& options,
@@ -340,6 +341,9 @@ private:
     void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);
     void flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer);
+    /// readv's and read_ranges' post, once the sinks are kept: the flush a
+    /// queued write needs first (Quirks::reads_overtake_queued_writes), then fi_readmsg.
+    void post_readmsg(const fi_msg_rma& msg, const RemoteRegion& src, std::uint64_t offset, Peer peer);
     void await_fence(Deadline deadline, const char* what);
     void expect_hello(Deadline deadline, bool initiator);
     void send_hello();
