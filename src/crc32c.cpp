@@ -30,15 +30,60 @@ std::uint32_t update_table(std::uint32_t c, const std::byte* p, std::size_t n) n
 }
 
 #if defined(__x86_64__)
+/// The instruction's chain over one buffer waits for each step (3 cycles) before the next;
+/// three chains over three runs of `run` bytes side by side go about three times as fast,
+/// and are joined by moving a register past `run` zero bytes. Feeding a register zeros is
+/// linear in its bits, so the move is four tables of 256 (one per byte of the register),
+/// made from the 32 bits' moves the first time a buffer is long enough.
+constexpr std::size_t run = 256;
+
+struct Zeros {
+    std::array<std::array<std::uint32_t, 256>, 4> byte{};
+    Zeros()
+    {
+        std::array<std::uint32_t, 32> bit{}; // where each bit of a register goes
+        for (int k = 0; k < 32; ++k) {
+            std::uint32_t c = 1u << k;
+            for (std::size_t i = 0; i < run; ++i)
+                c = table[c & 0xffu] ^ (c >> 8);
+            bit[k] = c;
+        }
+        for (int j = 0; j < 4; ++j)
+            for (std::uint32_t b = 0; b < 256; ++b)
+                for (int k = 0; k < 8; ++k)
+                    if (b & (1u << k))
+                        byte[j][b] ^= bit[8 * j + k];
+    }
+    std::uint32_t past_run(std::uint32_t c) const noexcept
+    {
+        return byte[0][c & 0xffu] ^ byte[1][(c >> 8) & 0xffu] ^ byte[2][(c >> 16) & 0xffu] ^ byte[3][c >> 24];
+    }
+};
+
 [[gnu::target("sse4.2")]] std::uint32_t update_instruction(std::uint32_t c, const std::byte* p,
                                                            std::size_t n) noexcept
 {
-    std::uint64_t wide = c;
-    for (; n >= 8; p += 8, n -= 8) {
+    const auto load = [](const std::byte* at) {
         std::uint64_t v;
-        std::memcpy(&v, p, 8);
-        wide = _mm_crc32_u64(wide, v);
+        std::memcpy(&v, at, 8);
+        return v;
+    };
+    std::uint64_t wide = c;
+    if (n >= 3 * run) {
+        static const Zeros zeros;
+        for (; n >= 3 * run; p += 3 * run, n -= 3 * run) {
+            std::uint64_t second = 0, third = 0;
+            for (std::size_t i = 0; i < run; i += 8) {
+                wide = _mm_crc32_u64(wide, load(p + i));
+                second = _mm_crc32_u64(second, load(p + run + i));
+                third = _mm_crc32_u64(third, load(p + 2 * run + i));
+            }
+            wide = zeros.past_run(static_cast<std::uint32_t>(wide)) ^ second;
+            wide = zeros.past_run(static_cast<std::uint32_t>(wide)) ^ third;
+        }
     }
+    for (; n >= 8; p += 8, n -= 8)
+        wide = _mm_crc32_u64(wide, load(p));
     auto narrow = static_cast<std::uint32_t>(wide);
     for (; n > 0; ++p, --n)
         narrow = _mm_crc32_u8(narrow, std::to_integer<std::uint8_t>(*p));
