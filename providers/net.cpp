@@ -13,6 +13,7 @@ const Traits net = {
     .rdm_path = "net",
     .preferred = EndpointKind::msg,
     .auto_progress_needs_reads = true,
+    .wait_fd_stays_readable = true,
     .error_hint = tcp_family_hint,
     .refine_quirks = tcp_family_quirks,
 };

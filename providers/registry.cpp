@@ -101,6 +101,7 @@ Quirks quirks_for(const fi_info* info)
     q.dead_peer_can_hang_calls = t.dead_peer_can_hang_calls;
     q.reads_overtake_queued_writes = t.reads_overtake_queued_writes;
     q.ranges_wait_for_target = t.ranges_wait_for_target;
+    q.wait_fd_stays_readable = t.wait_fd_stays_readable;
     q.rma_target_in_software = t.rma_target_in_software;
     const std::string_view name = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
     const bool rxm = name.find(";ofi_rxm") != std::string_view::npos;

@@ -52,6 +52,7 @@ struct Traits {
     bool dead_peer_can_hang_calls = false;
     bool reads_overtake_queued_writes = false;
     bool ranges_wait_for_target = false;
+    bool wait_fd_stays_readable = false;
     bool rma_target_in_software = true; ///< false: the device does it (verbs)
     /// Takes FI_COMPLETION as a default op flag, so that only the operations
     /// that ask complete (verbs refuses it: -FI_ENODATA).

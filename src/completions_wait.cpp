@@ -37,9 +37,20 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             return take(c);
         }
     std::uint32_t spins = 0;
+    bool woke_at_once = false; // the last sleep returned within 50 us
     for (;;) {
         auto& got = waiting_;
         const std::size_t n = drain(got);
+        // A wait object that does not hold (net's stays readable once a connection
+        // exists; tcp's trywait can keep saying "poll first" with nothing to read) must
+        // not make this a spin ("node sleep: a server with 8 idle peers uses no CPU while
+        // it waits"): two sleeps in a row that return at once to nothing nap 1 ms. A sleep
+        // its completion ended at once is not one of them, nor counts toward the next
+        // wait's ("node sleep: a sleeping wait woken by its completion does not nap").
+        if (n > 0)
+            naps_ = 0;
+        else if (std::exchange(woke_at_once, false) && ++naps_ >= 2)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         std::size_t hit = n;
         for (std::size_t i = 0; i < n; ++i) {
             if (hit == n && pred(got[i]))
@@ -61,15 +72,8 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
                 sleep_hook_(sleep_arg_, ms);
             else if (trywait())
                 cq_->sleep(ms);
-            // A wait object that does not hold (net's stays readable once a
-            // connection exists; tcp's trywait can keep saying "poll first"
-            // with nothing to read) must not make this a spin ("node sleep: a
-            // server with 8 idle peers uses no CPU while it waits").
-            if (Clock::now() - before < std::chrono::microseconds(50) && ++naps_ >= 2)
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            woke_at_once = Clock::now() - before < std::chrono::microseconds(50);
             spins = idle_every_; // look at the hook and the deadline now
-        } else {
-            naps_ = 0;
         }
         if ((++spins & idle_every_) == 0) [[unlikely]] {
             if (yielding_)

@@ -300,7 +300,7 @@ private:
     bool yielding_ = false;                // Waiting::yield: waits yield the core now and then
     std::uint32_t stash_spins_ = 0;        // empty stashes, for yielding in the endpoints' waits
     std::uint32_t idle_every_ = clock_every; // a wait's empty polls between its idle checks, less one
-    std::uint32_t naps_ = 0;               // sleeps in a row that returned at once
+    std::uint32_t naps_ = 0;               // sleeps in a row that returned at once to nothing
     bool notify_peer_bits_ = false;        // a notification's data >> 32 is its PeerId
     std::vector<PeerId> peer_of_addr_;
     bool tagged_notify_ = false;

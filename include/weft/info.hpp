@@ -115,6 +115,13 @@ struct Quirks {
     /// waits and progress threads then sleep at most 10 ms at a time there
     /// ("node sleep: a server with 8 idle peers uses no CPU while it waits").
     bool wait_fd_misses_data = false;
+    /// A sleep on the queue's wait descriptor returns at once with nothing to
+    /// read once connections carry traffic (net in libfabric 1.17: in 0-5 us, op
+    /// after op). A sleeping wait that finds nothing after two such sleeps naps
+    /// 1 ms, so it does not spin, and an answer waits for the nap's end: a
+    /// round trip of two sleeping Nodes takes ~1.1 ms there, 20-40 us on tcp and
+    /// sockets ("node sleep: a sleeping wait woken by its completion does not nap").
+    bool wait_fd_stays_readable = false;
     /// RMA into this side's memory is carried out by the provider's code on
     /// this side as the peer's packets are read, the key checked once per
     /// operation (every provider but verbs): a write still queued here lands
