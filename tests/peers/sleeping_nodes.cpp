@@ -37,32 +37,46 @@ Options sleeping(const test::Case& c)
     return o;
 }
 
+/// A sleeping server Node and `n` sleeping peers connected to it, all idle; nothing,
+/// with a warning that says why, where the cell's provider has no descriptor to sleep on.
+struct Star {
+    std::shared_ptr<Node> server;
+    std::vector<std::shared_ptr<Node>> peers; // closed before the server
+};
+std::optional<Star> sleeping_star(const test::Case& c, std::size_t n)
+{
+    const Options o = sleeping(c);
+    Star s;
+    try {
+        s.server = Node::open(o);
+    } catch (const UsageError& e) {
+        WARN(c.label() << ": " << e.what());
+        return std::nullopt;
+    }
+    s.peers = test::peers_of(*s.server, o, n).nodes;
+    // The server accepts while the peers connect, then everyone is idle.
+    test::Target serve([&](const std::atomic<bool>& connected) {
+        while (!connected)
+            s.server->progress();
+    });
+    for (auto& p : s.peers)
+        p->connect(p->add_peer(s.server->address()), soon());
+    REQUIRE(serve.finish().empty());
+    return s;
+}
+
 } // namespace
 
 TEST_CASE("node sleep: a server with 8 idle peers uses no CPU while it waits",
           "[node][sleep]")
 {
     WEFT_EACH_CELL(c);
-    const Options o = sleeping(c);
-    std::shared_ptr<Node> server;
-    try {
-        server = Node::open(o);
-    } catch (const UsageError& e) {
-        WARN(c.label() << ": " << e.what());
-        return; // a provider without a descriptor to sleep on says so
-    }
+    auto star = sleeping_star(c, 8);
+    if (!star)
+        return;
+    const std::shared_ptr<Node>& server = star->server;
+    auto& peers = star->peers;
     auto inbox = server->allocate(4096, Access::remote_write);
-    auto peers = test::peers_of(*server, o, 8).nodes;
-    {
-        // The server accepts while the peers connect, then everyone is idle.
-        test::Target serve([&](const std::atomic<bool>& connected) {
-            while (!connected)
-                server->progress();
-        });
-        for (auto& p : peers)
-            p->connect(p->add_peer(server->address()), soon());
-        REQUIRE(serve.finish().empty());
-    }
     // Idle: waits that time out, with every peer's progress thread (where the
     // provider needs one) asleep too. Where the provider's descriptor cannot
     // be trusted (ofi_rxm) a thread naps instead, its naps growing to 50 ms:
@@ -132,24 +146,12 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
     // descriptor that does not hold), which nap 1 ms so as not to spin. When the two
     // were confused every round trip took over 2 ms (1.1 ms a read on tcp).
     WEFT_EACH_CELL(c);
-    const Options o = sleeping(c);
-    std::shared_ptr<Node> server;
-    try {
-        server = Node::open(o);
-    } catch (const UsageError& e) {
-        WARN(c.label() << ": " << e.what());
+    auto star = sleeping_star(c, 1);
+    if (!star)
         return;
-    }
-    auto peers = test::peers_of(*server, o, 1).nodes;
+    const std::shared_ptr<Node>& server = star->server;
+    auto& peers = star->peers;
     Node& peer = *peers[0];
-    {
-        test::Target serve([&](const std::atomic<bool>& connected) {
-            while (!connected)
-                server->progress();
-        });
-        peer.connect(peer.add_peer(server->address()), soon());
-        REQUIRE(serve.finish().empty());
-    }
     const Quirks& q = server->domain()->quirks();
     if (q.wait_fd_misses_data) {
         WARN(c.label() << ": its descriptor misses data, so a sleep lasts up to 10 ms");
