@@ -150,8 +150,7 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
     if (!star)
         return;
     const std::shared_ptr<Node>& server = star->server;
-    auto& peers = star->peers;
-    Node& peer = *peers[0];
+    Node& peer = *star->peers[0];
     const Quirks& q = server->domain()->quirks();
     if (q.wait_fd_misses_data) {
         WARN(c.label() << ": its descriptor misses data, so a sleep lasts up to 10 ms");
@@ -160,7 +159,7 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
     auto server_inbox = server->allocate(64, Access::remote_write);
     auto peer_inbox = peer.allocate(64, Access::remote_write);
     constexpr int rounds = 200;
-    std::thread echo([&, to = peer_inbox->remote()] { // the server answers each ping
+    test::Target echo([&, to = peer_inbox->remote()](const std::atomic<bool>&) { // answers each ping
         auto src = server->allocate(8, Access::local);
         int ctx = 0;
         for (int i = 0; i < rounds; ++i) {
@@ -181,12 +180,11 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
         round_trips.push_back(Clock::now() - start);
         REQUIRE(pong.data == static_cast<std::uint32_t>(i));
     }
-    echo.join();
+    REQUIRE(echo.finish().empty());
     std::ranges::sort(round_trips);
     const auto median = round_trips[rounds / 2];
     const double us = std::chrono::duration<double, std::micro>(median).count();
     WARN(c.label() << ": median round trip of two sleeping Nodes " << us << " us");
     if (!q.wait_fd_stays_readable) // net: sleeps return at once to nothing, and nap
         CHECK(median < 1ms);
-    peers.clear();
 }

@@ -77,9 +77,8 @@ std::vector<std::unique_ptr<kv::Client>> connect_all(const Config& cfg)
 std::span<const std::byte> ramp(std::size_t size)
 {
     static std::vector<std::byte> bytes; // each client process is single-threaded
-    if (bytes.size() < size)
-        for (std::size_t i = bytes.size(); i < size; ++i)
-            bytes.push_back(static_cast<std::byte>(i));
+    for (std::size_t i = bytes.size(); i < size; ++i)
+        bytes.push_back(static_cast<std::byte>(i));
     return std::span(bytes).first(size);
 }
 
