@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "kv_client.hpp"
 #include "support/process.hpp"
 #include "support/sockets.hpp"
 
@@ -199,6 +200,68 @@ TEST_CASE("kv: 64 client processes 16 deep, batch after batch: every value right
     CHECK(s.stop() == 0);
 }
 
+TEST_CASE("kv: a GET starts where its key was last found; a key moved, deleted or crowded out "
+          "since is found at its new place, or not at all",
+          "[kv][app][process]")
+{
+    // 4 KiB values: one slot a read. In 8 slots, three keys of one home h:
+    // a at h, b at h + 1, c at h + 2.
+    constexpr std::uint32_t slots = 8;
+    const auto home = [](const std::string& k) { return kv::hash(k) % slots; };
+    std::vector<std::string> same;
+    for (int i = 0; same.size() < 3; ++i)
+        if (const std::string k = fmt::format("k{}", i); home(k) == home("k0"))
+            same.push_back(k);
+    const std::string &a = same[0], &b = same[1], &c = same[2];
+    const auto bytes = [](std::string_view v) { return std::as_bytes(std::span(v)); };
+    const auto text = [](const std::optional<std::vector<std::byte>>& v) {
+        return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : "(not found)";
+    };
+    for (const char* provider : {"tcp", "shm"}) {
+        INFO(provider);
+        KvServer s(provider, slots, 4096);
+        weft::Options o;
+        o.provider = provider;
+        o.allow_shm = o.provider == "shm";
+        o.progress = weft::Progress::polling;
+        const auto soon = [] { return weft::Deadline::after(20s); };
+        kv::Client kv(s.at(), soon(), o);
+        const auto reads_of = [&](const std::string& key) {
+            const std::uint64_t before = kv.reads();
+            const std::string v = text(kv.get(key, soon()));
+            return fmt::format("{} in {} reads", v, kv.reads() - before);
+        };
+        for (const auto& [k, v] : {std::pair(a, "A"), std::pair(b, "B"), std::pair(c, "C")})
+            REQUIRE(kv.put(k, bytes(v), soon()) == kv::Status::ok);
+
+        CHECK(reads_of(c) == "C in 3 reads"); // h, h + 1, h + 2
+        CHECK(reads_of(c) == "C in 1 reads"); // where it was
+        CHECK(reads_of(b) == "B in 2 reads");
+
+        // c moves to h (the first free slot from its home): h + 2 holds a deleted c.
+        REQUIRE(kv.erase(a, soon()) == kv::Status::ok);
+        REQUIRE(kv.erase(c, soon()) == kv::Status::ok);
+        REQUIRE(kv.put(c, bytes("C2"), soon()) == kv::Status::ok);
+        CHECK(reads_of(c) == "C2 in 2 reads"); // h + 2, then h
+        CHECK(reads_of(c) == "C2 in 1 reads");
+
+        // b deleted: its old place holds a deleted b (the guess: one read), then the walk
+        // from h to the unused h + 3 (four).
+        REQUIRE(kv.erase(b, soon()) == kv::Status::ok);
+        CHECK(reads_of(b) == "(not found) in 5 reads");
+
+        // A GET that found nothing keeps no guess. b, put again, lands at the first free
+        // slot (h + 1); then deleted, and another key in its place.
+        REQUIRE(kv.put(b, bytes("B2"), soon()) == kv::Status::ok);
+        CHECK(reads_of(b) == "B2 in 2 reads");
+        REQUIRE(kv.erase(b, soon()) == kv::Status::ok);
+        REQUIRE(kv.put(a, bytes("A2"), soon()) == kv::Status::ok); // a at h + 1 now
+        CHECK(reads_of(b) == "(not found) in 5 reads");
+        CHECK(reads_of(a) == "A2 in 2 reads");
+        CHECK(s.stop() == 0);
+    }
+}
+
 TEST_CASE("kv: GETs racing PUTs of the same 10 keys never return a torn value: torn copies are "
           "read again",
           "[kv][app][process]")
@@ -224,9 +287,9 @@ TEST_CASE("kv: small slots are read two at a time: crowded keys probed past thei
           "[kv][app][process]")
 {
     // 64 B values make 192 B slots, which a GET reads two at a time. 20 keys
-    // in 28 slots (FNV-1a of key:000000000000 on), filled in key order: 5 sit
-    // one past their home (one of them past the table's end, at slot 0), one
-    // 7 past, and two start their read at the last slot.
+    // in 28 slots (kv::hash of key:000000000000 on), filled in key order: 4 sit
+    // one past their home, two 3 past (one of them across the table's end),
+    // and one starts its read at the last slot.
     for (const char* provider : {"shm", "tcp"}) {
         KvServer s(provider, 28, 64);
         const Load l = load(s, {"--clients", "4", "--depth", "8", "--ops", "40000", "--keys", "20",

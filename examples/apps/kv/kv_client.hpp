@@ -1,7 +1,8 @@
 // The KV node's client: GET is RMA reads of the key's slots (torn copies read again; small
 // slots two at a time, the key's and the next, so a key one past its home costs no second
-// round trip). PUT and DELETE are requests written into the server's memory with a
-// notification, answered by a message. Up to depth() operations run at once, one per lane.
+// round trip), starting where the key was last found (DrTM's location cache: a key past its
+// home costs one read, not one a slot). PUT and DELETE are requests written into the
+// server's memory with a notification, answered by a message. Up to depth() operations run at once, one per lane.
 // GETs started before the next poll() go out together: up to read_ranges_limit() of them
 // as one read (Node::read_ranges), which tcp carries as one message each way, as Redis's
 // pipelining batches commands (not on shm, where such a read waits for the server).
@@ -10,9 +11,11 @@
 #include "kv.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <exception>
 #include <stdexcept>
+#include <vector>
 
 namespace kv {
 
@@ -48,12 +51,15 @@ public:
     const Geometry& geometry() const { return h_.g; }
     weft::Connection& connection() { return c_; }
     std::uint64_t torn() const { return torn_; } ///< copies read again, torn by a rewrite
+    std::uint64_t reads() const { return reads_; } ///< GETs' reads of slots (a read of several ranges: each)
 
     /// Posted at the next poll(), with the other GETs started before it.
     void start_get(std::uint32_t lane, std::string_view key)
     {
         Lane& l = take(lane, Kind::get, key);
-        l.probe = 0;
+        l.hash = hash(l.key);
+        l.probe = places_.find(l.hash);
+        l.guessed = l.probe != 0;
         read_slot(lane);
     }
     void start_put(std::uint32_t lane, std::string_view key, std::span<const std::byte> value)
@@ -135,8 +141,41 @@ private:
         Kind kind = Kind::get;
         bool busy = false;
         std::string key;
+        std::uint64_t hash = 0;  // get: the key's
         std::uint32_t probe = 0; // slots looked at past the key's home
         std::uint32_t tries = 0; // torn copies of the current slot
+        bool guessed = false;    // get: started where the key was last found, not at its home
+    };
+
+    /// Where keys were last found past their home, direct-mapped by the hash's high half
+    /// (its low bits are the home: keys crowded around one home would share an entry): a GET's guess of
+    /// where to start. Only a guess: a copy there that does not hold the key (moved, deleted,
+    /// another key's) sends the GET back to the key's home. The server keeps one full slot a
+    /// key (a PUT rewrites the key's slot in place), so a whole copy that holds it is its value.
+    class Places {
+    public:
+        explicit Places(std::uint32_t slots) : e_(std::bit_ceil(std::clamp(slots, 1u << 10, 1u << 16))) {}
+        std::uint32_t find(std::uint64_t hash) const
+        {
+            const Entry& e = e_[(hash >> 32) & (e_.size() - 1)];
+            return e.hash == hash ? e.probe : 0;
+        }
+        /// The key was found `probe` slots past its home (0: at home, nothing to keep).
+        void keep(std::uint64_t hash, std::uint32_t probe)
+        {
+            Entry& e = e_[(hash >> 32) & (e_.size() - 1)];
+            if (probe != 0)
+                e = {hash, probe};
+            else if (e.hash == hash)
+                e = {};
+        }
+
+    private:
+        struct Entry {
+            std::uint64_t hash = 0;
+            std::uint32_t probe = 0;
+        };
+        std::vector<Entry> e_;
     };
 
     Lane& take(std::uint32_t lane, Kind kind, std::string_view key)
@@ -146,7 +185,7 @@ private:
         if (key.empty() || key.size() > h_.g.key_max)
             throw std::invalid_argument("a key of 1 to " + std::to_string(h_.g.key_max) + " bytes");
         Lane& l = lanes_[lane];
-        l = Lane{kind, true, std::string(key), 0, 0};
+        l = Lane{kind, true, std::string(key)};
         return l;
     }
     std::byte* copy(std::uint32_t lane, std::uint32_t i)
@@ -155,7 +194,7 @@ private:
     }
     /// The slot the lane's next read starts at, and how many it brings: span_, fewer at
     /// the table's end.
-    std::uint64_t slot(const Lane& l) const { return (hash(l.key) + l.probe) % h_.g.slots; }
+    std::uint64_t slot(const Lane& l) const { return (l.hash + l.probe) % h_.g.slots; }
     std::uint32_t reach(const Lane& l) const
     {
         return static_cast<std::uint32_t>(std::min<std::uint64_t>(span_, h_.g.slots - slot(l)));
@@ -189,6 +228,7 @@ private:
                     c_.node().read_ranges(c_.peer_id(), std::span(reads).first(b->n), h_.table, b);
                 free_.pop_back(); // posted: its completion gives it back
                 at += b->n;
+                reads_ += b->n;
             }
         } catch (...) {
             pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));
@@ -215,12 +255,20 @@ private:
             }
             l.tries = 0;
             if (s.state() == State::full && s.key() == l.key) {
+                places_.keep(l.hash, l.probe);
                 Done d = finish(lane, Status::ok);
                 d.value = s.value();
                 return d;
             }
-            if (s.state() == State::unused || ++l.probe == probe_max)
+            if (l.guessed) { // not there any more: from the key's home
+                l.guessed = false;
+                l.probe = 0;
+                break;
+            }
+            if (s.state() == State::unused || ++l.probe == probe_max) {
+                places_.keep(l.hash, 0); // no guess for it any more
                 return finish(lane, Status::not_found);
+            }
         }
         read_slot(lane);
         return std::nullopt;
@@ -270,12 +318,14 @@ private:
     std::shared_ptr<weft::MemoryRegion> copies_;   // GETs' sinks, span_ slots per lane
     std::shared_ptr<weft::MemoryRegion> requests_; // PUTs' and DELETEs' sources, one per lane
     std::vector<Lane> lanes_;
+    Places places_{h_.g.slots};
     std::vector<Batch> batches_;          // one per lane at most: a batch has a lane or more
     std::vector<Batch*> free_;            // batches no read is using
     std::size_t batch_max_;               // lanes one read takes (read_ranges_limit)
     std::vector<std::uint32_t> pending_;  // lanes whose read the next flush() posts
     std::deque<Done> ready_;              // done, not yet returned by poll()
     std::uint64_t torn_ = 0;
+    std::uint64_t reads_ = 0;
     char sent_ = 0; // the context of the requests' writes (their completions mean nothing here)
 };
 
