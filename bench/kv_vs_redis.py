@@ -16,6 +16,13 @@ For GETs from one client, a third tool: raw libfabric (build/bench/weft-raw-benc
 iops), RMA reads of VALUE bytes with DEPTH in flight from one process, no KV at
 all: the most any GET made of one RMA read can do on that provider here.
 
+For every GET case with tcp, a ceiling: "tcp echo" (weft-raw-bench
+--tcp-echo-ceiling), CLIENTS processes sending DEPTH requests of 64 B at once
+over loopback TCP sockets to one epoll server that answers VALUE bytes each: no
+KV, no libfabric, the fewest system calls a request and its answer can take.
+No program whose requests and answers cross loopback TCP, Redis and libfabric's
+tcp provider among them, does more here.
+
 Needs redis-server and redis-tools (Debian), and a build (build/examples).
   bench/kv_vs_redis.py                       # 3 rounds, 64 B and 4 KiB, 1 and 8 clients, depth 1 and 16
   bench/kv_vs_redis.py --rounds 5 --providers tcp,shm --values 4096 --clients 8 --depths 16
@@ -109,6 +116,19 @@ def raw_case(provider, value, depth):
     return float(m.group(1)) * 1e6, float("nan"), float("nan")
 
 
+def echo_case(value, clients, depth):
+    """answers/s of the loopback TCP ceiling (build/bench/weft-raw-bench --tcp-echo-ceiling):
+    CLIENTS processes send DEPTH requests at once, one epoll server answers VALUE bytes each."""
+    out = subprocess.run(
+        [f"{ROOT}/build/bench/weft-raw-bench", "--tcp-echo-ceiling", str(clients), "-s", str(value),
+         "-q", str(depth), "--budget-ms", "1000"],
+        capture_output=True, text=True, timeout=600)
+    m = re.search(r'"ops_per_s": ([\d.]+)', out.stdout)
+    if out.returncode != 0 or not m:
+        sys.exit(f"weft-raw-bench --tcp-echo-ceiling failed ({out.returncode}): {out.stdout}{out.stderr}")
+    return float(m.group(1)), float("nan"), float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -174,6 +194,9 @@ def main():
                                 if op == "get" and c == 1:
                                     results.setdefault((f"fi_read {p}",) + k, []).append(
                                         raw_case(p, value, d))
+                            if op == "get" and "tcp" in providers:
+                                results.setdefault(("tcp echo",) + k, []).append(
+                                    echo_case(value, c, d))
                 print(f"value {value} B: round {r + 1} of {a.rounds} done", file=sys.stderr)
     finally:
         for p in procs:
@@ -192,7 +215,8 @@ def main():
             for c in clients:
                 for d in depths:
                     base = results[("redis", op, value, c, d)]
-                    for tool in ["redis"] + [f"{t} {p}" for p in providers for t in ("weft", "fi_read")]:
+                    tools = ["redis"] + [f"{t} {p}" for p in providers for t in ("weft", "fi_read")]
+                    for tool in tools + ["tcp echo"]:
                         xs = results.get((tool, op, value, c, d))
                         if not xs:
                             continue

@@ -37,7 +37,7 @@ struct Result {
     Usage start;   ///< the hub process before it opened anything
     Usage before;  ///< the hub with its Node (endpoint) open and progressed once, no peer yet
     Usage after;   ///< every peer reached
-    double write_mb_s = 0, messages_s = 0; ///< --aggregate
+    double write_mb_s = 0, messages_s = 0, reads_s = 0; ///< --aggregate
 };
 
 /// One end of a socket pair between the hub and a peer process: each side
@@ -48,7 +48,7 @@ public:
     void send_bytes(std::span<const std::byte> b);
     std::vector<std::byte> receive_bytes();
     int fd() const noexcept { return fd_.get(); }
-    bool dismissed(); ///< peer: the hub said it may go (does not block)
+    bool dismissed(); ///< peer: the hub said it may go (waits up to 1 ms for the word)
     void dismiss();   ///< hub
 
 private:
@@ -66,26 +66,39 @@ struct Child {
 
 /// The hub as a passive target: runs `progress` until every child has said
 /// its writes are done (and reads those words); throws when `deadline` passes.
+/// `nap`: how long it waits for their words between two progress calls.
 void await_done(std::vector<Child>& children, const std::function<void()>& progress,
-                Deadline deadline);
+                Deadline deadline, std::chrono::microseconds nap = {});
 
-/// --aggregate: N clients writing, then sending, into one hub. The same
-/// pattern for weft and raw libfabric: each client writes `writes` x `chunk`
-/// bytes into its own slot of the hub's region, then sends `messages` 8 B
-/// messages, `window` in flight; the hub says go on the channel, the client done.
+
+/// --aggregate: N clients writing, then sending, then reading, into one hub.
+/// The same pattern for weft and raw libfabric: each client writes `writes` x
+/// `chunk` bytes into its own slot of the hub's region, then sends `messages`
+/// 8 B messages, `window` in flight, then reads `reads` x 64 B of its slot one
+/// at a time (a GET's read); the hub says go on the channel, the client done.
 namespace traffic {
 inline constexpr std::size_t chunk = 64 * 1024;
 inline constexpr int writes = 1000;
 inline constexpr int messages = 20000;
 inline constexpr int window = 16;
+inline constexpr int reads = 20000;
+inline constexpr std::size_t read_size = 64;
+inline constexpr std::chrono::microseconds shm_read_nap{50}; // as weft-kv-server's idle nap
 inline const std::vector<std::byte> go_writes{std::byte{'w'}};
 inline const std::vector<std::byte> go_messages{std::byte{'m'}};
+inline const std::vector<std::byte> go_reads{std::byte{'r'}};
 } // namespace traffic
 struct Traffic {
     double write_mb_s = 0;
     double messages_s = 0;
+    double reads_s = 0;
 };
-Traffic traffic_hub(Node& node, std::vector<Child>& children);
+/// While the clients read, the hub progresses without a pause, or, with
+/// `read_nap` (shm), once per nap: a shm read of one range is the reader's
+/// process_vm_readv, but it leaves a command in the hub's queue, which the hub
+/// must take back, and a hub that polls takes the region lock every read
+/// waits for. The KV server naps as long when idle.
+Traffic traffic_hub(Node& node, std::vector<Child>& children, std::chrono::microseconds read_nap);
 void traffic_child(Node& node, PeerId hub, Channel& channel, std::uint32_t index);
 
 Result raw_hub(const Config& c, std::vector<Child>& children);

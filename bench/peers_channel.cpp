@@ -84,8 +84,9 @@ std::vector<std::byte> Channel::receive_bytes()
 }
 
 void await_done(std::vector<Child>& children, const std::function<void()>& progress,
-                Deadline deadline)
+                Deadline deadline, std::chrono::microseconds nap)
 {
+    const timespec between{0, static_cast<long>(std::chrono::nanoseconds(nap).count())};
     std::size_t done = 0;
     std::vector<pollfd> fds;
     for (auto& child : children)
@@ -95,7 +96,7 @@ void await_done(std::vector<Child>& children, const std::function<void()>& progr
         if (deadline.expired())
             throw std::runtime_error(fmt::format("{} of {} peers said done before the deadline",
                                                  done, children.size()));
-        if (::poll(fds.data(), fds.size(), 0) <= 0)
+        if (::ppoll(fds.data(), fds.size(), &between, nullptr) <= 0)
             continue;
         for (auto& f : fds)
             if (f.revents & POLLIN) { // its done; read below
@@ -109,6 +110,11 @@ void await_done(std::vector<Child>& children, const std::function<void()>& progr
 
 bool Channel::dismissed()
 {
+    // Up to 1 ms: a peer done with its part naps between its progress calls
+    // instead of taking a core from the peers still at work.
+    pollfd word{fd_.get(), POLLIN, 0};
+    if (::poll(&word, 1, 1) == 0)
+        return false;
     char c = 0;
     const ssize_t r = ::recv(fd_.get(), &c, 1, MSG_DONTWAIT);
     return r == 1 || r == 0; // 0: the hub is gone (it failed): nothing left to wait for

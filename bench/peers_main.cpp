@@ -74,9 +74,11 @@ Result weft_hub(const Config& c, std::vector<Child>& children)
     r.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     r.after = Usage::now();
     if (c.aggregate) {
-        const Traffic t = traffic_hub(*node, children);
+        const Traffic t = traffic_hub(*node, children,
+                                      c.provider == "shm" ? traffic::shm_read_nap : std::chrono::microseconds{});
         r.write_mb_s = t.write_mb_s;
         r.messages_s = t.messages_s;
+        r.reads_s = t.reads_s;
     }
     for (auto& child : children)
         child.dismiss();
@@ -169,23 +171,25 @@ int aggregate(const std::string& self, const Config& c, const std::string& kind,
               const std::vector<int>& counts, int repeats)
 {
     std::printf("%s (%s): N clients into one server, 64 KiB writes and 8 B messages, 16 in "
-                "flight per client; medians of %d runs, weft (a Node) and raw libfabric "
-                "alternating\n",
+                "flight per client, then 64 B reads one at a time; medians of %d runs, weft (a "
+                "Node) and raw libfabric alternating\n",
                 c.provider.c_str(), kind.c_str(), repeats);
-    std::printf("%8s %12s %12s %7s %14s %14s %7s\n", "clients", "weft MB/s", "raw MB/s", "ratio",
-                "weft msg/s", "raw msg/s", "ratio");
+    std::printf("%8s %12s %12s %7s %14s %14s %7s %14s %14s %7s\n", "clients", "weft MB/s", "raw MB/s",
+                "ratio", "weft msg/s", "raw msg/s", "ratio", "weft reads/s", "raw reads/s", "ratio");
     for (const int n : counts) {
-        std::map<std::string, std::vector<double>> mb, msgs;
+        std::map<std::string, std::vector<double>> mb, msgs, reads;
         for (int rep = 0; rep < repeats; ++rep)
             for (const char* impl : {"weft", "raw"}) {
-                const auto v = hub_numbers(self, impl, c, kind, n, true, 2);
+                const auto v = hub_numbers(self, impl, c, kind, n, true, 3);
                 mb[impl].push_back(v[0]);
                 msgs[impl].push_back(v[1]);
+                reads[impl].push_back(v[2]);
             }
         const double wm = median(mb["weft"]), rm = median(mb["raw"]);
         const double wn = median(msgs["weft"]), rn = median(msgs["raw"]);
-        std::printf("%8d %12.0f %12.0f %7.2f %14.0f %14.0f %7.2f\n", n, wm, rm, rm > 0 ? wm / rm : 0,
-                    wn, rn, rn > 0 ? wn / rn : 0);
+        const double wr = median(reads["weft"]), rr = median(reads["raw"]);
+        std::printf("%8d %12.0f %12.0f %7.2f %14.0f %14.0f %7.2f %14.0f %14.0f %7.2f\n", n, wm, rm,
+                    rm > 0 ? wm / rm : 0, wn, rn, rn > 0 ? wn / rn : 0, wr, rr, rr > 0 ? wr / rr : 0);
     }
     return 0;
 }
@@ -214,8 +218,8 @@ int main(int argc, char** argv)
     app.add_option("--hub", hub_impl)->group("");   // internal: a hub process
     app.add_option("--index", index)->group("");
     app.add_flag("--aggregate", c.aggregate,
-                 "instead: aggregate write bandwidth (64 KiB) and 8 B message rate of N clients "
-                 "into one hub, weft and raw libfabric");
+                 "instead: aggregate write bandwidth (64 KiB), 8 B message rate and 64 B read rate "
+                 "(one at a time) of N clients into one hub, weft and raw libfabric");
     app.add_flag("--polling", c.polling,
                  "weft's Nodes without a progress thread (Progress::polling): every process "
                  "here polls its own");
@@ -229,7 +233,7 @@ int main(int argc, char** argv)
         if (!hub_impl.empty()) {
             const Result r = run_hub(hub_impl, c, counts.at(0));
             if (c.aggregate)
-                std::printf("%.1f %.0f\n", r.write_mb_s, r.messages_s);
+                std::printf("%.1f %.0f %.0f\n", r.write_mb_s, r.messages_s, r.reads_s);
             else
                 std::printf("%.3f %zu %zu %zu %zu %zu %zu\n", r.ms, r.start.rss_kib,
                             r.after.rss_kib, r.start.fds, r.after.fds, r.before.threads,

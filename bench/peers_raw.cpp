@@ -55,9 +55,11 @@ Result raw_hub(const Config& c, std::vector<Child>& children)
     r.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     r.after = Usage::now();
     if (c.aggregate) {
-        const Traffic t = raw::traffic_hub(hub, children);
+        const Traffic t = raw::traffic_hub(
+            hub, children, c.provider == "shm" ? traffic::shm_read_nap : std::chrono::microseconds{});
         r.write_mb_s = t.write_mb_s;
         r.messages_s = t.messages_s;
+        r.reads_s = t.reads_s;
     }
     for (auto& child : children)
         child.dismiss();

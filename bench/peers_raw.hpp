@@ -249,7 +249,7 @@ struct Raw {
     }
 };
 
-Traffic traffic_hub(Raw& hub, std::vector<Child>& children);
+Traffic traffic_hub(Raw& hub, std::vector<Child>& children, std::chrono::microseconds read_nap);
 void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index);
 
 } // namespace weft::peers::raw

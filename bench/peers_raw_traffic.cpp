@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // weft-peers-bench --aggregate on raw libfabric: the pattern of
-// peers_traffic.cpp with fi_write and fi_send. Every client writes W x 64 KiB
-// into its own slot of the hub's region (16 in flight), then sends M 8 B
-// messages (16 in flight); the hub reads its queue, posts its receives again
-// and counts the messages.
+// peers_traffic.cpp with fi_write, fi_send and fi_read. Every client writes
+// W x 64 KiB into its own slot of the hub's region (16 in flight), then sends
+// M 8 B messages (16 in flight), then reads R x 64 B of its slot one at a
+// time; the hub reads its queue, posts its receives again and counts the
+// messages.
 
 #include <array>
+#include <thread>
 
 #include "peers_raw.hpp"
 
@@ -22,13 +24,15 @@ struct Slot {
 
 /// Runs `count` operations with at most `window` in flight, each posted by
 /// `post(context)`; returns when all have completed.
+/// `in_flight` 1: the core is given up (sched_yield) after every empty poll, as
+/// weft-kv-load's clients do with more clients than cores.
 template <class Post>
-void windowed(Raw& me, int count, Post post, Deadline until)
+void windowed(Raw& me, int count, Post post, Deadline until, std::size_t in_flight = window)
 {
     std::array<fi_context, window> contexts{};
     std::vector<void*> free;
-    for (auto& c : contexts)
-        free.push_back(&c);
+    for (std::size_t i = 0; i < std::min(in_flight, contexts.size()); ++i)
+        free.push_back(&contexts[i]);
     std::vector<Raw::Got> got;
     int completed = 0;
     for (int posted = 0; posted < count || completed < count;) {
@@ -39,8 +43,11 @@ void windowed(Raw& me, int count, Post post, Deadline until)
             ++posted;
             continue;
         }
-        completed += me.poll(got, &free);
+        const int n = me.poll(got, &free);
+        completed += n;
         got.clear();
+        if (n == 0 && in_flight == 1)
+            std::this_thread::yield();
         if (until.expired())
             throw std::runtime_error("raw client: its operations did not complete in 120 s");
     }
@@ -48,13 +55,13 @@ void windowed(Raw& me, int count, Post post, Deadline until)
 
 } // namespace
 
-Traffic traffic_hub(Raw& hub, std::vector<Child>& children)
+Traffic traffic_hub(Raw& hub, std::vector<Child>& children, std::chrono::microseconds read_nap)
 {
     const std::size_t n = children.size();
     std::vector<char> inbox(n * chunk);
     fid_mr* mr = nullptr;
-    ok(fi_mr_reg(hub.domain, inbox.data(), inbox.size(), FI_REMOTE_WRITE, 0, hub.next_key++, 0, &mr,
-                 nullptr),
+    ok(fi_mr_reg(hub.domain, inbox.data(), inbox.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0,
+                 hub.next_key++, 0, &mr, nullptr),
        "fi_mr_reg");
     const bool virt = hub.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
     const Slot slot{virt ? reinterpret_cast<std::uint64_t>(inbox.data()) : 0, fi_mr_key(mr)};
@@ -81,6 +88,14 @@ Traffic traffic_hub(Raw& hub, std::vector<Child>& children)
     }
     t.messages_s = static_cast<double>(expected) /
                    std::chrono::duration<double>(Clock::now() - start).count();
+    got.clear();
+    start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_reads);
+    await_done(children, [&] { (void)hub.poll(got); }, Deadline::after(std::chrono::seconds(120)),
+               read_nap);
+    t.reads_s = static_cast<double>(n * reads) /
+                std::chrono::duration<double>(Clock::now() - start).count();
     fi_close(&mr->fid);
     return t;
 }
@@ -92,8 +107,8 @@ void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index
     std::memcpy(&slot, wire.data(), sizeof slot);
     std::vector<char> src(chunk + 8, static_cast<char>(index));
     fid_mr* mr = nullptr;
-    ok(fi_mr_reg(me.domain, src.data(), src.size(), FI_WRITE | FI_SEND, 0, me.next_key++, 0, &mr,
-                 nullptr),
+    ok(fi_mr_reg(me.domain, src.data(), src.size(), FI_WRITE | FI_SEND | FI_READ, 0, me.next_key++,
+                 0, &mr, nullptr),
        "fi_mr_reg");
     fid_ep* ep = me.eps.back(); // RDM: the one; MSG: the connection to the hub
     const auto until = Deadline::after(std::chrono::seconds(120));
@@ -118,6 +133,19 @@ void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index
                     "fi_send");
         },
         until);
+    (void)channel.receive_bytes(); // go
+    windowed(
+        me, reads,
+        [&](void* ctx) {
+            me.post(
+                [&] {
+                    return fi_read(ep, src.data(), read_size, fi_mr_desc(mr), hub,
+                                   slot.addr + index * chunk, slot.key, ctx);
+                },
+                "fi_read");
+        },
+        until, 1);
+    channel.send_bytes(go_reads); // done
     fi_close(&mr->fid);
 }
 

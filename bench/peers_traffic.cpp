@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 // weft-peers-bench --aggregate: N clients into one server over one Node.
 // Every client writes W x 64 KiB into its own slot of the hub's region (16
-// in flight), then sends M 8 B messages (16 in flight); the hub drives its
-// Node and takes the messages. Aggregate write bandwidth is the bytes over
-// the time from the hub's go to the last client's done; the message rate is
-// the messages over the time from the go to the last one taken.
+// in flight), then sends M 8 B messages (16 in flight), then reads R x 64 B
+// of its slot, one at a time; the hub drives its Node and takes the messages.
+// Aggregate write bandwidth (and read rate) is the bytes (reads) over the time
+// from the hub's go to the last client's done; the message rate is the
+// messages over the time from the go to the last one taken.
 
 #include <array>
 #include <cstring>
+#include <thread>
 
 #include "peers.hpp"
 
@@ -15,10 +17,10 @@ namespace weft::peers {
 
 using namespace traffic;
 
-Traffic traffic_hub(Node& node, std::vector<Child>& children)
+Traffic traffic_hub(Node& node, std::vector<Child>& children, std::chrono::microseconds read_nap)
 {
     const std::size_t n = children.size();
-    auto inbox = node.allocate(n * chunk, Access::remote_write);
+    auto inbox = node.allocate(n * chunk, Access::remote_read_write);
     const auto wire = inbox->remote().encode();
     for (auto& child : children)
         child.channel.send_bytes(wire);
@@ -47,6 +49,13 @@ Traffic traffic_hub(Node& node, std::vector<Child>& children)
     }
     t.messages_s = static_cast<double>(expected) /
                    std::chrono::duration<double>(Clock::now() - start).count();
+    // Reads: a passive target again.
+    start = Clock::now();
+    for (auto& child : children)
+        child.channel.send_bytes(go_reads);
+    await_done(children, [&] { node.progress(); }, Deadline::after(std::chrono::seconds(120)), read_nap);
+    t.reads_s = static_cast<double>(n * reads) /
+                std::chrono::duration<double>(Clock::now() - start).count();
     return t;
 }
 
@@ -74,6 +83,17 @@ void traffic_child(Node& node, PeerId hub, Channel& channel, std::uint32_t index
     }
     for (int i = std::max(0, messages - window); i < messages; ++i)
         (void)node.wait(&ctx[i % window], until);
+    (void)channel.receive_bytes(); // go
+    std::array<Completion, 4> got;
+    for (int i = 0; i < reads; ++i) {
+        node.read(hub, src->slice(0, read_size), slot, index * chunk, &ctx[0]);
+        while (node.poll(got) == 0) { // as weft-kv-load polls with more clients than cores
+            std::this_thread::yield();
+            if (until.expired())
+                throw std::runtime_error("a client's read did not complete in 120 s");
+        }
+    }
+    channel.send_bytes(go_reads); // done
 }
 
 } // namespace weft::peers

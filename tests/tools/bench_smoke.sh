@@ -32,6 +32,20 @@ check "weft bw-write rdm" "$weft" bench bw-write -p "tcp;ofi_rxm" -s 64k -n 50 -
 check "raw bw-write rdm" "$raw" bw-write -p "tcp;ofi_rxm" -s 64k -n 50 --budget-ms 50 --json
 check "weft iops on a progress thread, near the device" "$weft" bench iops -s 4k -n 50 \
     --progress-thread 0 --near-device --json
+# The ceilings: a JSON line with a rate above zero; bad input refused with the reason.
+if out=$("$raw" --tcp-echo-ceiling 3 -s 4k -q 2 --budget-ms 50 2>&1) &&
+    grep -Eq '"ops_per_s": [1-9]' <<<"$out"; then
+    echo "ok   raw tcp echo ceiling"
+else
+    echo "FAIL raw tcp echo ceiling: $out" >&2
+    fail=1
+fi
+if out=$("$raw" --tcp-echo-ceiling 2 -q 999 --budget-ms 50 2>&1) || ! grep -q "queue depth of 1 to 256" <<<"$out"; then
+    echo "FAIL raw tcp echo ceiling, depth 999: $out" >&2
+    fail=1
+else
+    echo "ok   raw tcp echo ceiling refuses a depth of 999"
+fi
 file=$(mktemp)
 head -c $((64 << 20)) /dev/zero >"$file"
 check "weft iops from a file" "$weft" bench iops -s 4k -n 50 --file "$file" --json

@@ -171,6 +171,15 @@ std::pair<std::string, std::uint16_t> host_and_port(const std::string& host_port
 /// into another process for `budget`, printed as one JSON line. Returns 0.
 int cma_ceiling(std::size_t size, std::chrono::milliseconds budget);
 
+/// The ceiling of any request and answer over loopback TCP here: `clients`
+/// processes of one connection each send `depth` requests of 64 B at once and
+/// wait for their answers of `size` bytes, once sleeping in recv and once
+/// polling it; one server answers them from an epoll set it polls without
+/// sleeping. No libfabric: a provider over these sockets cannot do more. One
+/// JSON line (answers a second, all clients together, each way and the best);
+/// returns 0.
+int tcp_echo_ceiling(int clients, std::size_t size, std::size_t depth, std::chrono::milliseconds budget);
+
 /// Callgrind markers around the timed loop (no-ops outside valgrind).
 void instrumentation_start() noexcept;
 void instrumentation_stop() noexcept;
