@@ -86,7 +86,8 @@ std::vector<std::byte> Channel::receive_bytes()
 void await_done(std::vector<Child>& children, const std::function<void()>& progress,
                 Deadline deadline, std::chrono::microseconds nap)
 {
-    const timespec between{0, static_cast<long>(std::chrono::nanoseconds(nap).count())};
+    const auto ns = std::chrono::nanoseconds(nap).count();
+    const timespec between{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     std::size_t done = 0;
     std::vector<pollfd> fds;
     for (auto& child : children)
@@ -113,8 +114,11 @@ bool Channel::dismissed()
     // Up to 1 ms: a peer done with its part naps between its progress calls
     // instead of taking a core from the peers still at work.
     pollfd word{fd_.get(), POLLIN, 0};
-    if (::poll(&word, 1, 1) == 0)
+    const int ready = ::poll(&word, 1, 1);
+    if (ready == 0 || (ready < 0 && errno == EINTR))
         return false;
+    if (ready < 0)
+        return true; // the channel is broken: nothing left to wait for
     char c = 0;
     const ssize_t r = ::recv(fd_.get(), &c, 1, MSG_DONTWAIT);
     return r == 1 || r == 0; // 0: the hub is gone (it failed): nothing left to wait for

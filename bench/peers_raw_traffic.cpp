@@ -144,7 +144,7 @@ void traffic_child(Raw& me, fi_addr_t hub, Channel& channel, std::uint32_t index
                 },
                 "fi_read");
         },
-        until, 1);
+        Deadline::after(std::chrono::seconds(120)), 1);
     channel.send_bytes(go_reads); // done
     fi_close(&mr->fid);
 }

@@ -147,23 +147,28 @@ private:
         bool guessed = false;    // get: started where the key was last found, not at its home
     };
 
-    /// Where keys were last found past their home, direct-mapped by the hash's high half
-    /// (its low bits are the home: keys crowded around one home would share an entry): a GET's guess of
+    /// Where keys were last found past their home, direct-mapped by the hash multiplied
+    /// again (its low bits are the home, keys crowded around one home would share an entry;
+    /// bits 40 and up pick the load's shard): a GET's guess of
     /// where to start. Only a guess: a copy there that does not hold the key (moved, deleted,
     /// another key's) sends the GET back to the key's home. The server keeps one full slot a
     /// key (a PUT rewrites the key's slot in place), so a whole copy that holds it is its value.
     class Places {
     public:
-        explicit Places(std::uint32_t slots) : e_(std::bit_ceil(std::clamp(slots, 1u << 10, 1u << 16))) {}
+        explicit Places(std::uint32_t slots)
+            : e_(std::bit_ceil(std::clamp(slots, 1u << 10, 1u << 16)))
+            , shift_(64 - std::countr_zero(e_.size()))
+        {
+        }
         std::uint32_t find(std::uint64_t hash) const
         {
-            const Entry& e = e_[(hash >> 32) & (e_.size() - 1)];
+            const Entry& e = e_[at(hash)];
             return e.hash == hash ? e.probe : 0;
         }
         /// The key was found `probe` slots past its home (0: at home, nothing to keep).
         void keep(std::uint64_t hash, std::uint32_t probe)
         {
-            Entry& e = e_[(hash >> 32) & (e_.size() - 1)];
+            Entry& e = e_[at(hash)];
             if (probe != 0)
                 e = {hash, probe};
             else if (e.hash == hash)
@@ -175,7 +180,9 @@ private:
             std::uint64_t hash = 0;
             std::uint32_t probe = 0;
         };
+        std::size_t at(std::uint64_t hash) const { return (hash * 0x9e3779b97f4a7c15ull) >> shift_; }
         std::vector<Entry> e_;
+        int shift_; // the product's top bits index e_
     };
 
     Lane& take(std::uint32_t lane, Kind kind, std::string_view key)
@@ -244,6 +251,8 @@ private:
         if (!l.busy) // each lane is in one read at most, and reported once
             throw std::logic_error("kv::Client: a read's completion for lane " + std::to_string(lane) +
                                    ", which has nothing in flight");
+        if (l.guessed)
+            return look_guessed(lane);
         for (std::uint32_t i = 0, n = reach(l); i < n; ++i) {
             const Slot s{copy(lane, i), h_.g};
             if (!s.whole()) {
@@ -260,16 +269,37 @@ private:
                 d.value = s.value();
                 return d;
             }
-            if (l.guessed) { // not there any more: from the key's home
-                l.guessed = false;
-                l.probe = 0;
-                break;
-            }
             if (s.state() == State::unused || ++l.probe == probe_max) {
                 places_.keep(l.hash, 0); // no guess for it any more
                 return finish(lane, Status::not_found);
             }
         }
+        read_slot(lane);
+        return std::nullopt;
+    }
+
+    /// The copies read where the key was last found: done if one of them is whole and
+    /// holds it; else (the key deleted, moved or crowded out since, or a copy torn by a
+    /// rewrite, perhaps another key's) from the key's home, as a GET without a guess.
+    std::optional<Done> look_guessed(std::uint32_t lane)
+    {
+        Lane& l = lanes_[lane];
+        for (std::uint32_t i = 0, n = reach(l); i < n && l.probe + i < probe_max; ++i) {
+            const Slot s{copy(lane, i), h_.g};
+            if (!s.whole()) {
+                ++torn_;
+                break;
+            }
+            if (s.state() == State::full && s.key() == l.key) {
+                l.probe += i;
+                places_.keep(l.hash, l.probe);
+                Done d = finish(lane, Status::ok);
+                d.value = s.value();
+                return d;
+            }
+        }
+        l.guessed = false;
+        l.probe = 0;
         read_slot(lane);
         return std::nullopt;
     }

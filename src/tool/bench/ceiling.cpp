@@ -7,6 +7,7 @@
 //   loopback TCP sockets, nothing else (`weft-raw-bench --tcp-echo-ceiling N`,
 //   bench/kv_vs_redis.py).
 #include <netinet/in.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -149,7 +150,13 @@ double echo_run(int clients, std::size_t size, std::size_t depth, std::chrono::m
     std::vector<detail::Fd> conns;
     std::vector<std::size_t> partial(static_cast<std::size_t>(clients)); // bytes of a request read
     const int one = 1;
+    const Deadline connected = Deadline::after(std::chrono::seconds(30));
     for (int i = 0; i < clients; ++i) {
+        pollfd waiting{listener.get(), POLLIN, 0};
+        while (::poll(&waiting, 1, 100) == 0) // a client that failed before connecting
+            if (connected.expired())
+                throw std::runtime_error("--tcp-echo-ceiling: " + std::to_string(clients - i) + " of " +
+                                         std::to_string(clients) + " clients did not connect in 30 s");
         detail::Fd c(::accept(listener.get(), nullptr, nullptr));
         if (c.get() < 0)
             fail("accept");
@@ -163,7 +170,7 @@ double echo_run(int clients, std::size_t size, std::size_t depth, std::chrono::m
     }
     for (const detail::Fd& c : conns)
         send_all(c.get(), "g", 1);
-    std::vector<char> in(64 * 256 * 16), out(size * 256, 'a');
+    std::vector<char> in(64 * 256 * 16), out(size * depth, 'a');
     std::array<epoll_event, 64> ready;
     int open = clients;
     for (const Deadline until = Deadline::after(budget + std::chrono::seconds(30)); open > 0;) {
@@ -183,7 +190,7 @@ double echo_run(int clients, std::size_t size, std::size_t depth, std::chrono::m
             const std::size_t bytes = partial[i] + static_cast<std::size_t>(r);
             partial[i] = bytes % 64;
             for (std::size_t answers = bytes / 64; answers > 0;) {
-                const std::size_t m = std::min<std::size_t>(answers, 256);
+                const std::size_t m = std::min(answers, depth);
                 send_all(conns[i].get(), out.data(), m * size);
                 answers -= m;
             }
@@ -204,9 +211,10 @@ double echo_run(int clients, std::size_t size, std::size_t depth, std::chrono::m
 
 int tcp_echo_ceiling(int clients, std::size_t size, std::size_t depth, std::chrono::milliseconds budget)
 {
-    if (clients < 1 || clients > 1024 || size < 1 || size > (1u << 20) || depth < 1 || depth > 256)
-        throw std::invalid_argument("--tcp-echo-ceiling: 1 to 1024 clients, answers of 1 B to 1 MiB, "
-                                    "a queue depth of 1 to 256");
+    if (clients < 1 || clients > 256 || size < 1 || size > (1u << 20) || depth < 1 || depth > 256 ||
+        size * depth > (16u << 20))
+        throw std::invalid_argument("--tcp-echo-ceiling: 1 to 256 clients, answers of 1 B to 1 MiB, "
+                                    "a queue depth of 1 to 256, at most 16 MiB of answers in flight");
     // Clients that sleep in recv win where they outnumber the cores (a spinning one
     // holds a core the server needs); clients that poll win where they do not.
     const double sleeping = echo_run(clients, size, depth, budget, false);
