@@ -36,6 +36,11 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 /// Members at once; more wait in the listen backlog.
 constexpr std::size_t max_members = 4096;
 
+} // namespace
+
+// Named, not anonymous: StoreServer::State (external linkage) holds them.
+namespace detail::store_server {
+
 struct Member {
     Stream stream;
     detail::side::AcceptorHello hello;
@@ -56,7 +61,10 @@ struct Parked {
     Clock::time_point until;
 };
 
-} // namespace
+} // namespace detail::store_server
+
+using detail::store_server::Member;
+using detail::store_server::Parked;
 
 struct StoreServer::State {
     SideListener listener;

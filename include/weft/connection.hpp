@@ -130,6 +130,21 @@ public:
             explain(e);
         }
     }
+    /// Several ranges of `src` in one operation, one completion (Node::read_ranges).
+    [[gnu::always_inline]] void read_ranges(std::span<const Endpoint::Read> reads,
+                                            const RemoteRegion& src, void* ctx) const
+    {
+        try {
+            live("Connection::read_ranges").read_ranges(peer_id_, reads, src, ctx);
+        } catch (const Error& e) {
+            explain(e);
+        }
+    }
+    /// Most ranges read_ranges() takes to this peer.
+    std::size_t read_ranges_limit() const
+    {
+        return live("Connection::read_ranges_limit").read_ranges_limit(peer_id_);
+    }
     [[gnu::always_inline]] void write_notify(Local src, const RemoteRegion& dst,
                                              std::uint64_t off, std::uint32_t value,
                                              void* ctx) const

@@ -265,6 +265,7 @@ TEST_CASE("matrix: read_ranges reads several ranges of one region in one operati
     Endpoint& ep = p.client.endpoint();
     const std::size_t limit = ep.read_ranges_limit();
     REQUIRE(limit >= 1);
+    CHECK(p.client.read_ranges_limit() == limit);
     auto sink = p.client.allocate(1 << 16, Access::local);
     std::memset(sink->data(), 0xee, sink->size());
     // Remote ranges out of order and of different lengths (one past a page
@@ -276,7 +277,7 @@ TEST_CASE("matrix: read_ranges reads several ranges of one region in one operati
     for (std::size_t i = 0; i < n; ++i)
         reads.push_back({sink->slice(10000 * i + 3, lengths[i]), offsets[i]});
     int ctx = 0;
-    ep.read_ranges(reads, remote, &ctx, p.client.peer());
+    p.client.read_ranges(reads, remote, &ctx); // the Connection's, then the Endpoint's below
     const Completion done = ep.wait(&ctx, soon());
     CHECK(done.op == Op::read);
     // One operation: one completion, nothing more for it.

@@ -40,7 +40,7 @@ public:
         , batches_(h_.g.depth)
         , batch_max_(c_.endpoint().quirks().ranges_wait_for_target // shm: one range a read is faster
                          ? 1
-                         : std::min<std::size_t>(c_.node().read_ranges_limit(c_.peer_id()), max_batch))
+                         : std::min<std::size_t>(c_.read_ranges_limit(), max_batch))
     {
         pending_.reserve(h_.g.depth);
         for (std::uint32_t i = 0; i < h_.g.depth; ++i)
@@ -230,9 +230,9 @@ private:
                                 slot(l) * h_.g.slot_size()};
                 }
                 if (b->n == 1) // the plain read: no arrays for the provider to walk
-                    c_.node().read(c_.peer_id(), reads[0].dst, h_.table, reads[0].offset, b);
+                    c_.read(reads[0].dst, h_.table, reads[0].offset, b);
                 else
-                    c_.node().read_ranges(c_.peer_id(), std::span(reads).first(b->n), h_.table, b);
+                    c_.read_ranges(std::span(reads).first(b->n), h_.table, b);
                 free_.pop_back(); // posted: its completion gives it back
                 at += b->n;
                 reads_ += b->n;
