@@ -312,3 +312,20 @@ TEST_CASE("tools: info -p shows one provider and the stacks over it", "[tools][c
     CHECK_THAT(none.out, Catch::Contains("no provider 'no-such-provider'") &&
                              Catch::Contains(core));
 }
+
+TEST_CASE("tools: on sockets weft makes the provider's progress threads sleep once idle, unless "
+          "the user chose how long they spin",
+          "[tools][cli][sockets]")
+{
+    // libfabric reads FI_SOCKETS_PE_WAITTIME when it initialises: weft sets it
+    // before, and says so in the selection's report.
+    const std::string run = "pingpong -p sockets --max-size 8 -n 20";
+    const Run r = shell("env -u FI_SOCKETS_PE_WAITTIME " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains("set up:") && Catch::Contains("FI_SOCKETS_PE_WAITTIME=0"));
+    const Run mine = shell("FI_SOCKETS_PE_WAITTIME=2 " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
+    INFO(mine.out);
+    REQUIRE(mine.status == 0);
+    CHECK_THAT(mine.out, !Catch::Contains("FI_SOCKETS_PE_WAITTIME"));
+}
