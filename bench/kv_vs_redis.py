@@ -16,6 +16,9 @@ For GETs from one client, a third tool: raw libfabric (build/bench/weft-raw-benc
 iops), RMA reads of VALUE bytes with DEPTH in flight from one process, no KV at
 all: the most any GET made of one RMA read can do on that provider here.
 
+With --one-process, for more than one client, weft also runs as redis-benchmark
+does: one process with CLIENTS connections, polled in turn (the "1p" rows).
+
 For every GET case with tcp, a ceiling: "tcp echo" (weft-raw-bench
 --tcp-echo-ceiling), CLIENTS processes sending DEPTH requests of 64 B at once
 over loopback TCP sockets to one epoll server that answers VALUE bytes each: no
@@ -90,12 +93,14 @@ def weft_fill(server, env, value, keys):
         sys.exit(f"filling the weft KV server failed: {out.stdout}{out.stderr}")
 
 
-def weft_case(server, env, op, value, clients, depth, ops, keys):
-    """ops/s, p50 µs, p99 µs of weft-kv-load (GET: --get 1, SET: --get 0)."""
+def weft_case(server, env, op, value, clients, depth, ops, keys, connections=1):
+    """ops/s, p50 µs, p99 µs of weft-kv-load (GET: --get 1, SET: --get 0); with `connections`,
+    that many connections from each client process."""
     out = subprocess.run(
         [f"{ROOT}/build/examples/weft-kv-load", server, "--csv", "--no-fill",
-         "--clients", str(clients), "--depth", str(depth), "--ops", str(ops), "--keys", str(keys),
-         "--value", str(value), "--get", "1" if op == "get" else "0"],
+         "--clients", str(clients), "--connections", str(connections), "--depth", str(depth),
+         "--ops", str(ops), "--keys", str(keys), "--value", str(value),
+         "--get", "1" if op == "get" else "0"],
         capture_output=True, text=True, timeout=600, env=env)
     m = re.search(r"^\d+,\d+,\d+,[\d.]+,[\d.]+,(\d+),[\d.]+,(\d+),([\d.]+),([\d.]+),(\d+),\d+,(\d+)$",
                   out.stdout, re.M)
@@ -139,6 +144,9 @@ def main():
     ap.add_argument("--ops", type=int, default=100000, help="operations per case")
     ap.add_argument("--keys", type=int, default=4000)
     ap.add_argument("--ops-set", default="get,set")
+    ap.add_argument("--one-process", action="store_true",
+                    help="for CLIENTS > 1, also weft with one process of CLIENTS connections, as "
+                         "redis-benchmark -c CLIENTS drives them (a '1p' row)")
     a = ap.parse_args()
     for tool in ("redis-server", "redis-benchmark"):
         if not shutil.which(tool):
@@ -191,6 +199,9 @@ def main():
                             for p, (server, env) in weft.items():
                                 results.setdefault((f"weft {p}",) + k, []).append(
                                     weft_case(server, env, op, value, c, d, a.ops, a.keys))
+                                if a.one_process and c > 1:
+                                    results.setdefault((f"weft {p} 1p",) + k, []).append(
+                                        weft_case(server, env, op, value, 1, d, a.ops, a.keys, c))
                                 if op == "get" and c == 1:
                                     results.setdefault((f"fi_read {p}",) + k, []).append(
                                         raw_case(p, value, d))
@@ -215,7 +226,8 @@ def main():
             for c in clients:
                 for d in depths:
                     base = results[("redis", op, value, c, d)]
-                    tools = ["redis"] + [f"{t} {p}" for p in providers for t in ("weft", "fi_read")]
+                    tools = ["redis"] + [f"{t}" for p in providers
+                                         for t in (f"weft {p}", f"weft {p} 1p", f"fi_read {p}")]
                     for tool in tools + ["tcp echo"]:
                         xs = results.get((tool, op, value, c, d))
                         if not xs:

@@ -323,7 +323,8 @@ TEST_CASE("kv: a client killed mid-load leaves the server serving the others",
     CHECK(s.process().output().find("served ") != std::string::npos);
 }
 
-TEST_CASE("kv: three servers as shards, each key on one: every value right, every shard serves",
+TEST_CASE("kv: three servers as shards, each key on one, through one connection or two from each "
+          "process: every value right, every shard serves",
           "[kv][app][process]")
 {
     std::vector<std::unique_ptr<KvServer>> shards;
@@ -336,6 +337,13 @@ TEST_CASE("kv: three servers as shards, each key on one: every value right, ever
     CHECK(l.status == 0);
     CHECK(l.ops == 30000);
     CHECK(l.wrong == 0);
+    // Two connections to each shard from each process, polled in turn.
+    const Load two = load(at, {"--clients", "2", "--connections", "2", "--depth", "4", "--ops", "20000",
+                               "--keys", "3000", "--value", "512", "--get", "0.7", "--no-fill"});
+    INFO(two.output);
+    CHECK(two.status == 0);
+    CHECK(two.ops == 20000);
+    CHECK(two.wrong == 0);
     for (auto& s : shards) {
         CHECK(s->stop() == 0);
         const std::string said = s->process().output();

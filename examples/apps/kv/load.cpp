@@ -5,6 +5,8 @@
 // and one CSV line with --csv.
 //   weft-kv-load HOST:PORT [HOST:PORT...] --clients 8 --depth 16 --ops 1000000 --value 4096 --get 0.9
 // With several servers, each is a shard: a key lives on one, chosen by its hash.
+// --connections N: each process has N connections to each server, polled in turn (as
+// redis-benchmark -c N drives N connections from one process).
 #include "kv_client.hpp"
 
 #include <sys/mman.h>
@@ -32,6 +34,7 @@ namespace {
 struct Config {
     std::vector<std::string> servers; // the shards: a key lives on servers[shard_of(key)]
     unsigned clients = 1, depth = 16;
+    unsigned connections = 1; // to each server, per client process
     std::uint64_t ops = 100000, keys = 10000;
     std::uint32_t value = 64;
     double get = 0.9, zipf = 0; // zipf 0: uniform
@@ -60,7 +63,7 @@ private:
     std::vector<std::uint32_t> shard_;
 };
 
-/// A client of every shard, in the same order as the servers.
+/// `cfg.connections` clients of every shard: server s's are [s * connections, (s + 1) * connections).
 std::vector<std::unique_ptr<kv::Client>> connect_all(const Config& cfg)
 {
     // Each client process polls its shards while it has operations in flight:
@@ -69,7 +72,8 @@ std::vector<std::unique_ptr<kv::Client>> connect_all(const Config& cfg)
     options.progress = weft::Progress::polling;
     std::vector<std::unique_ptr<kv::Client>> out;
     for (const std::string& s : cfg.servers)
-        out.push_back(std::make_unique<kv::Client>(s, weft::Deadline::after(std::chrono::seconds(60)), options));
+        for (unsigned c = 0; c < cfg.connections; ++c)
+            out.push_back(std::make_unique<kv::Client>(s, weft::Deadline::after(std::chrono::seconds(60)), options));
     return out;
 }
 
@@ -145,8 +149,8 @@ struct Result {
     double seconds = 0;
 };
 
-/// One client process: `ops` operations, `depth` at a time on each shard; latencies in ns
-/// into `lat`.
+/// One client process: `ops` operations, `depth` at a time on each connection to each shard;
+/// latencies in ns into `lat`.
 Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
                   std::atomic<unsigned>& connected, int go_fd, std::span<std::uint32_t> lat)
 {
@@ -154,16 +158,17 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
     ++connected;
     const unsigned depth = std::min(cfg.depth, shards[0]->depth());
     Keys keys(cfg.keys, cfg.zipf, seed);
-    const KeyNames names(cfg.keys, shards.size());
-    std::vector<bool> has_keys(shards.size()); // a shard no key maps to stays idle
+    const KeyNames names(cfg.keys, cfg.servers.size());
+    std::vector<bool> has_keys(cfg.servers.size()); // a shard no key maps to stays idle
     for (std::uint64_t k = 0; k < cfg.keys; ++k)
         has_keys[names.shard(k)] = true;
+    const auto server_of = [&](std::size_t s) { return s / cfg.connections; }; // of connection s
     const bool crowded = cfg.clients >= std::thread::hardware_concurrency();
     struct Lane {
         std::uint64_t key;
         std::chrono::steady_clock::time_point start;
     };
-    std::vector<Lane> lanes(shards.size() * depth); // shard s's lane l: s * depth + l
+    std::vector<Lane> lanes(shards.size() * depth); // connection s's lane l: s * depth + l
     std::vector<std::byte> value(cfg.value);
     char go;
     if (::read(go_fd, &go, 1) != 1) // all clients connected: start together
@@ -173,7 +178,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
     using Clock = std::chrono::steady_clock;
     const auto start = [&](std::size_t s, std::uint32_t lane, Clock::time_point now) {
         std::uint64_t k = keys.next();
-        while (names.shard(k) != s) // a key of this shard, as the keys fall
+        while (names.shard(k) != server_of(s)) // a key of this shard, as the keys fall
             k = keys.next();
         lanes[s * depth + lane] = {k, now};
         if (std::uniform_real_distribution<double>(0, 1)(keys.rng()) < cfg.get) {
@@ -187,7 +192,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
     const auto t0 = Clock::now();
     for (std::uint32_t l = 0; l < depth; ++l)
         for (std::size_t s = 0; s < shards.size() && started < ops; ++s)
-            if (has_keys[s])
+            if (has_keys[server_of(s)])
                 start(s, l, Clock::now());
     auto stall = weft::Deadline::after(std::chrono::seconds(30));
     std::array<kv::Client::Done, 16> done;
@@ -227,8 +232,9 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
 }
 
 /// Every key PUT once (generation 0) on its shard, so that every GET finds its key.
-void fill(const Config& cfg)
+void fill(Config cfg)
 {
+    cfg.connections = 1;
     const auto shards = connect_all(cfg);
     const KeyNames names(cfg.keys, shards.size());
     std::vector<std::byte> value(cfg.value);
@@ -275,7 +281,11 @@ try {
     CLI::App app{"Load on a weft KV node from client processes started together"};
     app.add_option("servers", cfg.servers, "the KV servers' HOST:PORT, one per shard")->required();
     app.add_option("--clients", cfg.clients, "client processes")->check(CLI::Range(1u, 1024u));
-    app.add_option("--depth", cfg.depth, "operations in flight per client")->check(CLI::Range(1u, 1024u));
+    app.add_option("--depth", cfg.depth, "operations in flight per connection")->check(CLI::Range(1u, 1024u));
+    app.add_option("--connections", cfg.connections,
+                   "connections to each server per client process, polled in turn (redis-benchmark's "
+                   "-c N is N connections from one process)")
+        ->check(CLI::Range(1u, 64u));
     app.add_option("--ops", cfg.ops, "operations in all")->check(CLI::PositiveNumber);
     app.add_option("--keys", cfg.keys, "distinct keys")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{999999999999}));
     app.add_option("--value", cfg.value, "value size in bytes")->check(CLI::Range(8u, 1u << 20));
@@ -369,9 +379,11 @@ try {
                    cfg.clients, cfg.depth, cfg.value, cfg.get, cfg.zipf, all.ops, all.seconds, rate,
                    pct(0.5), pct(0.99), all.wrong, all.torn, failed);
     else
-        fmt::print("{} ops by {} clients x {} deep in {:.2f} s: {:.0f} ops/s, p50 {:.1f} us, p99 {:.1f} us; "
+        fmt::print("{} ops by {} clients{} x {} deep in {:.2f} s: {:.0f} ops/s, p50 {:.1f} us, p99 {:.1f} us; "
                    "{} wrong, {} torn copies read again{}\n",
-                   all.ops, cfg.clients, cfg.depth, all.seconds, rate, pct(0.5), pct(0.99), all.wrong,
+                   all.ops, cfg.clients,
+                   cfg.connections > 1 ? fmt::format(" of {} connections each", cfg.connections) : "",
+                   cfg.depth, all.seconds, rate, pct(0.5), pct(0.99), all.wrong,
                    all.torn, failed ? fmt::format(", {} clients FAILED", failed) : "");
     return all.wrong == 0 && failed == 0 && all.ops == cfg.ops ? 0 : 1;
 } catch (const std::exception& e) {
