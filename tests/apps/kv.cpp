@@ -80,6 +80,15 @@ Load read_load(const weft::test::Ran& r)
     return l;
 }
 
+/// Whether a load ran all its `ops` operations, every value right (its output shown when not).
+void check_all_right(const Load& l, std::uint64_t ops)
+{
+    INFO(l.output);
+    CHECK(l.status == 0);
+    CHECK(l.ops == ops);
+    CHECK(l.wrong == 0);
+}
+
 /// weft-kv-load on `servers` (each a shard) with `args`.
 Load load(const std::vector<const KvServer*>& servers, std::vector<std::string> args)
 {
@@ -134,20 +143,14 @@ TEST_CASE("kv: 8 client processes 16 deep, GETs and PUTs of 4 KiB values, every 
     KvServer s(provider);
     const Load l = load(s, {"--clients", "8", "--depth", "16", "--ops", "40000", "--keys", "4000",
                             "--value", "4096", "--get", "0.8", "--zipf", "0.99"});
-    INFO(l.output);
     INFO("the server said: " << s.process().output());
-    CHECK(l.status == 0);
-    CHECK(l.ops == 40000);
-    CHECK(l.wrong == 0);
+    check_all_right(l, 40000);
     // One operation taken per poll: a batch's other lanes wait in the client for the
     // next polls, none lost or reported twice (kv::Client refuses a completion for a
     // lane with nothing in flight).
     const Load one = load(s, {"--clients", "2", "--depth", "16", "--ops", "20000", "--keys", "4000",
                               "--value", "4096", "--get", "0.9", "--take", "1", "--no-fill"});
-    INFO(one.output);
-    CHECK(one.status == 0);
-    CHECK(one.ops == 20000);
-    CHECK(one.wrong == 0);
+    check_all_right(one, 20000);
     // The clients gone, the server sleeps (or naps, on shm): over 2 s it takes a fraction of
     // the 2 s one spinning core would.
     std::this_thread::sleep_for(300ms); // its clients swept
@@ -188,10 +191,7 @@ TEST_CASE("kv: 64 client processes 16 deep, batch after batch: every value right
         INFO("batch " << batch);
         const Load l = load(s, {"--clients", "64", "--depth", "16", "--ops", "64000", "--keys",
                                 "4000", "--value", "1024", "--get", "0.9", "--zipf", "0.99"});
-        INFO(l.output);
-        REQUIRE(l.status == 0);
-        CHECK(l.ops == 64000);
-        CHECK(l.wrong == 0);
+        check_all_right(l, 64000);
         if (batch == 0)
             after_first = settled();
         else
@@ -295,10 +295,8 @@ TEST_CASE("kv: small slots are read two at a time: crowded keys probed past thei
         KvServer s(provider, 28, 64);
         const Load l = load(s, {"--clients", "4", "--depth", "8", "--ops", "40000", "--keys", "20",
                                 "--value", "64", "--get", "0.5"});
-        INFO(provider << ": " << l.output);
-        REQUIRE(l.status == 0);
-        CHECK(l.wrong == 0);
-        CHECK(l.ops == 40000);
+        INFO(provider);
+        check_all_right(l, 40000);
         CHECK(s.stop() == 0);
     }
 }
@@ -333,17 +331,11 @@ TEST_CASE("kv: three servers as shards, each key on one, through one connection 
         at.push_back(shards.emplace_back(std::make_unique<KvServer>("tcp")).get());
     const Load l = load(at, {"--clients", "3", "--depth", "8", "--ops", "30000", "--keys", "3000",
                              "--value", "512", "--get", "0.7"});
-    INFO(l.output);
-    CHECK(l.status == 0);
-    CHECK(l.ops == 30000);
-    CHECK(l.wrong == 0);
+    check_all_right(l, 30000);
     // Two connections to each shard from each process, polled in turn.
     const Load two = load(at, {"--clients", "2", "--connections", "2", "--depth", "4", "--ops", "20000",
                                "--keys", "3000", "--value", "512", "--get", "0.7", "--no-fill"});
-    INFO(two.output);
-    CHECK(two.status == 0);
-    CHECK(two.ops == 20000);
-    CHECK(two.wrong == 0);
+    check_all_right(two, 20000);
     for (auto& s : shards) {
         CHECK(s->stop() == 0);
         const std::string said = s->process().output();
