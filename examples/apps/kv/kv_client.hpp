@@ -2,7 +2,8 @@
 // slots two at a time, the key's and the next, so a key one past its home costs no second
 // round trip), starting where the key was last found (DrTM's location cache: a key past its
 // home costs one read, not one a slot). PUT and DELETE are requests written into the
-// server's memory with a notification, answered by a message. Up to depth() operations run at once, one per lane.
+// server's memory with a notification, answered by a message. Up to depth() operations run
+// at once, one per lane.
 // GETs started before the next poll() go out together: up to read_ranges_limit() of them
 // as one read (Node::read_ranges), which tcp carries as one message each way, as Redis's
 // pipelining batches commands (not on shm, where such a read waits for the server).
@@ -263,12 +264,8 @@ private:
                 return std::nullopt;
             }
             l.tries = 0;
-            if (s.state() == State::full && s.key() == l.key) {
-                places_.keep(l.hash, l.probe);
-                Done d = finish(lane, Status::ok);
-                d.value = s.value();
-                return d;
-            }
+            if (holds_key(s, l))
+                return found(lane, s);
             if (s.state() == State::unused || ++l.probe == probe_max) {
                 places_.keep(l.hash, 0); // no guess for it any more
                 return finish(lane, Status::not_found);
@@ -290,18 +287,25 @@ private:
                 ++torn_;
                 break;
             }
-            if (s.state() == State::full && s.key() == l.key) {
+            if (holds_key(s, l)) {
                 l.probe += i;
-                places_.keep(l.hash, l.probe);
-                Done d = finish(lane, Status::ok);
-                d.value = s.value();
-                return d;
+                return found(lane, s);
             }
         }
         l.guessed = false;
         l.probe = 0;
         read_slot(lane);
         return std::nullopt;
+    }
+
+    static bool holds_key(const Slot& s, const Lane& l) { return s.state() == State::full && s.key() == l.key; }
+    /// The GET done: `s`, l.probe slots past the key's home, holds its value.
+    Done found(std::uint32_t lane, const Slot& s)
+    {
+        places_.keep(lanes_[lane].hash, lanes_[lane].probe);
+        Done d = finish(lane, Status::ok);
+        d.value = s.value();
+        return d;
     }
 
     void request(Lane& l, std::uint32_t lane, Op op, std::span<const std::byte> value)
