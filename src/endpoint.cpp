@@ -34,7 +34,7 @@ Endpoint::Endpoint(Private, std::shared_ptr<Domain> domain, const Options& optio
 
 Endpoint::~Endpoint()
 {
-    close();
+    close_now();
     if (q_)
         q_->detach(tags_);
 }
@@ -45,7 +45,20 @@ std::shared_ptr<Endpoint> Endpoint::create(std::shared_ptr<Domain> domain, const
     return std::make_shared<Endpoint>(Private{}, std::move(domain), options, kind);
 }
 
-void Endpoint::close() noexcept
+void Endpoint::close()
+{
+    if (sharers_ > 1 && !ep_.closed())
+        throw UsageError("Endpoint::close", -FI_EBUSY, std::string(provider()),
+                         fmt::format("this is a Node's one RDM endpoint, carrying the traffic of "
+                                     "{} peers (a Server's connections share it): closing it "
+                                     "would end every one of them. End one peer by destroying "
+                                     "its Connection (or Node::remove_peer); end them all by "
+                                     "destroying the Server or Node",
+                                     sharers_));
+    close_now();
+}
+
+void Endpoint::close_now() noexcept
 {
     if (ep_.closed())
         return;

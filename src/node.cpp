@@ -154,6 +154,10 @@ PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> cre
                          fmt::format("a credential of {} B does not fit a connection request: "
                                      "at most 32 B",
                                      credential.size()));
+    if (address.instance() == instance_)
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         "this is this Node's own address: a Node is not its own peer (its "
+                         "memory is reached directly); add the other Nodes' addresses");
     if (address.provider() != provider() || address.kind() != kind())
         throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
                          fmt::format("the peer's Node runs {} ({}), this one {} ({}): both must "
@@ -179,6 +183,7 @@ PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> cre
         return id; // MSG: connected on first use
     e.addr = rdm_->insert_peer(address.fabric_address()).addr;
     e.ep = rdm_;
+    rdm_->set_sharers(++rdm_peers_);
     q_->source_is(e.addr, id);
     q_->tag_is(static_cast<std::uint32_t>(address.instance()), id);
     ready(id);
@@ -210,6 +215,8 @@ void Node::remove_now(PeerId peer)
     if (e.ep && e.ep != rdm_) {
         by_fid_.erase(e.fid);
         e.ep->close();
+    } else if (e.ep && e.state != PeerEntry::State::lost && e.state != PeerEntry::State::removed) {
+        rdm_->set_sharers(--rdm_peers_);
     }
     e.ep.reset();
     e.state = PeerEntry::State::removed;

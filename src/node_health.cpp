@@ -85,6 +85,8 @@ void Node::lose(PeerId peer, std::string why)
     if (e.ep && e.ep != rdm_) {
         by_fid_.erase(e.fid);
         e.ep->close();
+    } else if (e.ep) {
+        rdm_->set_sharers(--rdm_peers_);
     }
 }
 

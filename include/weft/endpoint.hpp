@@ -132,8 +132,15 @@ public:
     /// Closes the endpoint now (stopping its progress thread): later posts,
     /// polls and waits throw UsageError naming the cause; operations in flight
     /// are abandoned (their completions are not reported). Idempotent.
-    void close() noexcept;
+    /// A Node's RDM endpoint that carries more than one peer's traffic (a
+    /// Server's connections share it) refuses with UsageError: closing it
+    /// would end every peer. End one peer by destroying its Connection (or
+    /// Node::remove_peer); all of them by destroying the Server or Node.
+    void close();
     bool closed() const noexcept { return ep_.closed(); }
+    /// The Node's RDM endpoint: how many live peers it carries (Node keeps
+    /// the count; close() refuses above one).
+    void set_sharers(std::uint32_t n) noexcept { sharers_ = n; }
     /// Endpoints in this process closed without closing their libfabric
     /// objects, because their progress thread stayed stuck inside the provider
     /// (see ProgressThread::stop); each was also reported on stderr.
@@ -315,6 +322,7 @@ private:
     void follow_up();
     void need_follow_up();
     void abandon(const std::string& why) noexcept;
+    void close_now() noexcept;
     void check_message(std::size_t len) const;
     void* internal_ctx() noexcept { return &tags_[0]; }
     void* fence_ctx() noexcept { return &tags_[1]; }
@@ -373,6 +381,7 @@ private:
     std::size_t inject_size_ = 0;
     std::size_t rma_iov_limit_ = 1;
     std::size_t iov_limit_ = 1;
+    std::uint32_t sharers_ = 0;  // a Node's RDM endpoint: the live peers it carries
     bool framed_ = false;        // messages carry a header; notify is a message
     bool rx_cq_data_ = false;    // FI_RX_CQ_DATA: CQ data takes a posted receive
     bool ordered_saw_ = false;   // send after write is ordered

@@ -331,6 +331,7 @@ private:
     std::shared_ptr<EventQueue> eq_;          // MSG: the listener's and every endpoint's
     std::shared_ptr<Listener> listener_;      // MSG
     std::shared_ptr<Endpoint> rdm_;           // RDM
+    std::uint32_t rdm_peers_ = 0;             // RDM: live peers rdm_ carries (Endpoint::close)
     std::vector<PeerEntry> peers_;
     std::vector<Route> routes_;               // the fast path's one indexed load
     std::uint32_t route_count_ = 0;           // routes_.size(), without the division

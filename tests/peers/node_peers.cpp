@@ -147,6 +147,8 @@ TEST_CASE("node: unknown and removed peers are refused before any traffic",
     const NodeAddress other(a->kind(), a->provider() == "shm" ? "tcp" : "shm", 1, 1,
                             std::vector<std::byte>(16));
     CHECK_THROWS_AS(a->add_peer(other), UsageError);
+    // A Node is not its own peer: refused at once, not "gone" at the first write.
+    CHECK_THROWS_WITH(a->add_peer(a->address()), Catch::Contains("own address"));
 }
 
 TEST_CASE("node: every message names the peer that sent it", "[node][msg][threads]")

@@ -220,6 +220,56 @@ TEST_CASE("server: closing one Connection ends that client only", "[server][clos
         }
 }
 
+TEST_CASE("server: closing one client's endpoint is refused where the clients share it (RDM) "
+          "and ends that client only where it is its own (MSG)",
+          "[server][close]")
+{
+    WEFT_EACH_CELL(c);
+    Exposed x(test::options_for(c), 3, 11);
+    auto& [ends, clients] = x.pair;
+    auto& theirs = x.theirs;
+    const test::Target passive = progress_all(clients);
+    auto read_all = [&](std::size_t j) {
+        auto sink = ends[j].allocate(4096, Access::local);
+        int ctx = 0;
+        ends[j].read(sink->slice(0, 4096), theirs[j], 0, &ctx);
+        (void)ends[j].wait(&ctx, soon());
+        return std::vector<std::byte>(sink->data(), sink->data() + 4096);
+    };
+    std::vector<std::vector<std::byte>> before;
+    for (std::size_t j = 0; j < ends.size(); ++j)
+        before.push_back(read_all(j));
+
+    Endpoint& first = ends[0].endpoint();
+    const bool shared = &first == &ends[1].endpoint();
+    CHECK(shared == (c.kind == EndpointKind::rdm && &ends[0].node() == &ends[1].node()));
+    if (shared) {
+        CHECK_THROWS_WITH(first.close(), Catch::Contains("destroying its Connection") &&
+                                             Catch::Contains("3 peers"));
+        CHECK_FALSE(first.closed());
+        for (std::size_t j = 0; j < ends.size(); ++j)
+            CHECK(read_all(j) == before[j]); // every client still works
+        ends[0] = Connection(std::move(ends[2])); // what the refusal says: close the Connection
+        theirs[0] = theirs[2];
+        before[0] = before[2];
+        ends.pop_back();
+        theirs.pop_back();
+        before.pop_back();
+    } else {
+        first.close(); // its own endpoint (MSG, or shm's Node per connection): that client only
+        CHECK(first.closed());
+        auto sink = ends[0].allocate(64, Access::local);
+        int ctx = 0;
+        CHECK_THROWS_WITH(ends[0].read(sink->slice(0, 64), theirs[0], 0, &ctx),
+                          Catch::Contains("closed"));
+    }
+    for (int round = 0; round < 3; ++round)
+        for (std::size_t j = shared ? 0 : 1; j < ends.size(); ++j) {
+            INFO("end " << j << ", round " << round);
+            CHECK(read_all(j) == before[j]);
+        }
+}
+
 TEST_CASE("server: two threads on two Connections of one Server work or are refused, never crash",
           "[server][threads]")
 {
