@@ -13,6 +13,14 @@
 #
 # Idempotent, and quiet on success apart from results: the output of package
 # installs and builds is shown only when they fail.
+#
+# What runs where: everything on this machine, with the packages it installs
+# here from the lists below, except the fabric lab (`lab`, the end of `test`),
+# which boots Debian's kernel in a QEMU guest over this machine's root file
+# system, read-only (scripts/lab). CI (.ci/run) runs `demo`, `test` and `demo`
+# again in a freshly made Debian 12 root (scripts/ci/fresh-root), so a package
+# missing from the lists fails CI. A test that skips itself because a program
+# these lists should have brought is missing fails `test` too (run_ctest).
 set -euo pipefail
 cd "$(dirname "$0")"
 root=$PWD
@@ -20,10 +28,13 @@ build=${WEFT_BUILD_DIR:-$root/build}
 export DEBIAN_FRONTEND=noninteractive
 
 # Everything weft builds with, from Debian's archive (see README: Dependencies).
+# mount (Priority: required, but not in a container's minimal root): the fabric
+# lab's guest mounts its file systems with it, and `weft doctor`'s tests their
+# mount namespaces.
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
           catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox
-          iproute2 libpmix-dev libcurl4-openssl-dev)
+          iproute2 libpmix-dev libcurl4-openssl-dev mount)
 # For `./weft.sh test` only: libFuzzer (clang) for the fuzz targets, and
 # Open MPI's mpirun to launch groups through PMIx, and etcd for the etcd store,
 # and Slurm with munge (its authentication) so that a test can start a one-node
@@ -76,8 +87,15 @@ configure_and_build() { # DIR [CMAKE ARGS...]: everything
     quietly cmake --build "$1" -j "$(nproc)"
 }
 
+# The plain build ($build): optimized as users build it, with line tables only
+# (-g1: a third less compile time than -g, and backtraces still name the lines).
+# The same flags for every command, so that one command's build is the next
+# one's (with -g for demo and -g1 for test, test after demo compiled the library
+# and the weft program again).
+plain="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+
 configure_and_build_cli() { # DIR: only the weft program (src/tool) and what it links
-    configure_only "$1"
+    configure_only "$1" "$plain"
     quietly cmake --build "$1" -j "$(nproc)" --target weft-cli
 }
 
@@ -85,12 +103,35 @@ run_ctest() { # DIR LABEL [CTEST ARGS...] (CTEST_JOBS: tests at once, one per co
     local dir=$1 label=$2
     shift 2
     local out
-    if ! out=$(ctest --test-dir "$dir" --output-on-failure -j "${CTEST_JOBS:-$(nproc)}" "$@" 2>&1); then
+    if ! out=$(ctest --test-dir "$dir" --output-on-failure -j "${CTEST_JOBS:-$(nproc)}" \
+        --output-junit "$dir/ctest-results.xml" "$@" 2>&1); then
         echo "$out" >&2
         echo "weft.sh: $label tests failed" >&2
         exit 1
     fi
     echo "$out" | grep -E "tests passed|Total Test time" | sed "s/^/weft.sh: $label: /"
+    skips "$dir/ctest-results.xml" "$label"
+}
+
+# Why tests skipped themselves (WEFT_SKIP_IF's "SKIPPED: why", which Catch wraps
+# at 79 columns, in every test's output in ctest's JUnit file): one line a reason,
+# with the number of tests. A reason saying a program is not installed, or that
+# `./weft.sh test` installs it, fails the run: the lists above miss its package.
+skips() { # JUNIT LABEL
+    local reasons
+    reasons=$(awk '
+        /^  SKIPPED: / { if (on) print why; sub(/^  SKIPPED: /, ""); why = $0; on = 1; next }
+        on && /^  [^ ]/ { sub(/^ +/, ""); why = why " " $0; next }
+        on { print why; on = 0 }
+        END { if (on) print why }' "$1" |
+        sed "s/&quot;/\"/g; s/&apos;/'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g" |
+        sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)$/\2 (\1 tests)/; s/ \(1 tests\)$/ (1 test)/')
+    [ -n "$reasons" ] || return 0
+    echo "$reasons" | sed "s/^/weft.sh: $2: skipped: /"
+    if grep -Eq 'is not installed|weft\.sh test installs' <<<"$reasons"; then
+        echo "weft.sh: $2: tests skipped for want of a program weft.sh installs (above): its package is missing from weft.sh's lists, or did not install" >&2
+        exit 1
+    fi
 }
 
 # "weft.sh: [12:34] what": the minutes into `weft.sh test`, so that each phase's
@@ -117,17 +158,15 @@ demo)
     ;;
 build)
     install_deps "${packages[@]}"
-    configure_and_build "$build"
+    configure_and_build "$build" "$plain"
     ;;
 test)
     install_deps "${packages[@]}" "${test_packages[@]}"
     stamp "installed"
-    # CI's plain build: optimized as users build it, with line tables only (-g1:
-    # a third less compile time than -g, and backtraces still name the lines).
-    # Only what runs from it: the weft program, the benchmarks, and the tests
-    # the fabric lab runs (named in its suite); the sanitized build builds
-    # every test.
-    configure_only "$build" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+    # From the plain build only what runs from it: the weft program, the
+    # benchmarks, and the tests the fabric lab runs (named in its suite); the
+    # sanitized build builds every test.
+    configure_only "$build" "$plain"
     mapfile -t lab_tests < <(grep -o '\$WEFT_TESTS/[A-Za-z0-9_-]*' "$root"/scripts/lab/suite.d/*.sh |
         sed 's|.*/||' | sort -u)
     quietly cmake --build "$build" -j "$(nproc)" --target weft-cli weft-benchmarks "${lab_tests[@]}"
@@ -182,7 +221,7 @@ bench)
     what=${1:-transport}
     [ $# -gt 0 ] && shift
     install_deps "${packages[@]}" "${bench_packages[@]}"
-    configure_and_build "$build"
+    configure_and_build "$build" "$plain"
     case "$what" in
     transport) exec "$root/bench/compare.py" "$@" ;;
     kv) exec "$root/bench/kv_vs_redis.py" "$@" ;;
@@ -193,7 +232,7 @@ bench)
     ;;
 lab)
     install_deps "${packages[@]}"
-    configure_and_build "$build"
+    configure_and_build "$build" "$plain"
     lab
     ;;
 *)
