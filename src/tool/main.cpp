@@ -84,7 +84,9 @@ int main(int argc, char** argv)
 
     weft::bench::Config bench;
     auto* bn = app.add_subcommand("bench", "latency, bandwidth, message rate and IOPS of RMA "
-                                           "patterns; compare with weft-raw-bench");
+                                           "patterns; against raw libfabric: ./weft.sh bench "
+                                           "transport in weft's source tree builds the "
+                                           "baseline and runs both (bench/compare.py)");
     weft::bench::add_options(*bn, bench);
 
     weft::tool::StoreOptions store;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -43,16 +44,21 @@ std::string gp_quote(const std::string& text)
 }
 
 /// The gnuplot script of the plot, the data inline (nothing beside it to clean up).
+/// Latency, where each iteration was timed: a line through the medians, with
+/// bars from the fastest iteration to p99; else the mean.
 std::string gnuplot_script(const std::string& path, const std::string& terminal, Pattern p,
                         const std::string& title, const std::vector<Row>& rows)
 {
     const bool vector = terminal == "pdfcairo" || terminal == "epscairo";
+    const bool spread = is_latency(p) && !rows.empty() &&
+                        std::all_of(rows.begin(), rows.end(),
+                                    [](const Row& r) { return r.spread.has_value(); });
     std::ostringstream g;
     g << "set terminal " << terminal << (vector ? " size 9in,5.4in" : " size 900,540") << "\n"
       << "set output " << gp_quote(path) << "\n"
       << "set title " << gp_quote(title) << " noenhanced\n"
-      << "set logscale x 2\nset grid\nset key off\n"
-      << "set xlabel 'bytes'\n"
+      << "set logscale x 2\nset grid\n"
+      << (spread ? "set key below height 1\n" : "set key off\n") << "set xlabel 'bytes'\n"
       << "set ylabel '" << (is_latency(p) ? "usec per transfer (one way)" : "MB/s") << "'\n"
       << (is_latency(p) ? "set logscale y 10\n" : "");
     // One tic per size measured, in K/M/G, slanted when there are many.
@@ -60,12 +66,33 @@ std::string gnuplot_script(const std::string& path, const std::string& terminal,
     for (std::size_t i = 0; i < rows.size(); ++i)
         g << (i ? ", " : "") << '"' << axis_label(rows[i].size) << "\" " << rows[i].size;
     g << ")" << (rows.size() > 10 ? " rotate by -45" : "") << "\n";
-    if (rows.size() == 1) // one point: give the log axis a range around it
-        g << "set xrange [" << rows[0].size / 2 << ":" << rows[0].size * 2 << "]\n";
+    // Half an octave beside the first and the last size: autoscaled, the axis
+    // ends at the last size, and gnuplot leaves out a tic on the very end of a
+    // log axis when log2 of it comes out a hair above the end (16, 64 and 4096
+    // among others: "tools: bench --plot draws the median with bars to p99 and
+    // labels every size"); with one size there is no range at all.
+    if (!rows.empty()) {
+        const auto [lo, hi] = std::minmax_element(
+            rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.size < b.size; });
+        g << fmt::format("set xrange [{:g}:{:g}]\n", static_cast<double>(lo->size) / std::sqrt(2.0),
+                         static_cast<double>(hi->size) * std::sqrt(2.0));
+    }
     g << "$data << EOD\n";
-    for (const auto& r : rows)
-        g << r.size << ' ' << (is_latency(p) ? usec_per_xfer(r) : mb_per_s(r)) << '\n';
-    g << "EOD\nplot $data using 1:2 with linespoints lw 2 pt 7\n";
+    if (spread) {
+        g << "# bytes median min p99 (usec per transfer)\n";
+        for (const auto& r : rows)
+            g << r.size << ' ' << r.spread->median << ' ' << r.spread->min << ' ' << r.spread->p99
+              << '\n';
+        // Bars at the sizes measured rather than a band, which would draw
+        // spreads between them too.
+        g << "EOD\nplot $data using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '#2848a0' title "
+             "'median; bars from min to p99 of single iterations'\n";
+    } else {
+        g << "# bytes " << (is_latency(p) ? "mean (usec per transfer)" : "MB/s") << "\n";
+        for (const auto& r : rows)
+            g << r.size << ' ' << (is_latency(p) ? usec_per_xfer(r) : mb_per_s(r)) << '\n';
+        g << "EOD\nplot $data using 1:2 with linespoints lw 2 pt 7\n";
+    }
     return g.str();
 }
 

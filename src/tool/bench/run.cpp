@@ -41,14 +41,27 @@ std::optional<Spread> spread_of(std::span<const double> iteration_seconds, int x
                   nearest_rank(usec, 0.999)};
 }
 
+/// A rate in a column `width` wide, with `decimals` places, or with three
+/// significant digits where those places would show a rate above zero as 0:
+/// on a loaded machine a ping-pong's hop waits for a time slice, and 4 ms a
+/// transfer is 0.00025 Mxfers/sec ("tools: bench on a loaded machine prints
+/// no number as 0").
+std::string rate_column(double rate, int width, int decimals)
+{
+    if (rate > 0 && rate < 0.5 * std::pow(10.0, -decimals))
+        decimals = std::min(9, 2 - static_cast<int>(std::floor(std::log10(rate))));
+    return fmt::format("{:>{}.{}f}", rate, width, decimals);
+}
+
 void print_row(const Row& row)
 {
     const double x = static_cast<double>(row.iterations) * row.transfers_per_iteration;
-    std::printf("%-10s%-8s%-8s%7.2fs %10.2f%13.2f%13.3f",
+    std::printf("%-10s%-8s%-8s%7.2fs %s%13.2f%s",
                 tool::size_text(static_cast<double>(row.size)).c_str(),
                 tool::size_text(static_cast<double>(row.iterations)).c_str(),
-                tool::size_text(x * static_cast<double>(row.size)).c_str(), row.seconds, mb_per_s(row),
-                usec_per_xfer(row), x / row.seconds / 1e6);
+                tool::size_text(x * static_cast<double>(row.size)).c_str(), row.seconds,
+                rate_column(mb_per_s(row), 10, 2).c_str(), usec_per_xfer(row),
+                rate_column(x / row.seconds / 1e6, 13, 3).c_str());
     if (row.spread)
         std::printf("%10.2f%10.2f%10.2f%10.2f", row.spread->min, row.spread->median,
                     row.spread->p99, row.spread->p99_9);
