@@ -40,7 +40,11 @@ packages=(build-essential cmake pkg-config git
 # and Slurm with munge (its authentication) so that a test can start a one-node
 # cluster of its own and launch a group with srun --mpi=pmix (its mpi_pmix_v4
 # plugin, in slurm-wlm-basic-plugins, dlopens libpmix.so from libpmix-dev).
-test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server slurm-wlm munge)
+# libc6-dbg: ld.so's symbols, without which ThreadSanitizer cannot name
+# _dl_call_fini in its report of libfabric's destructor unlocking a mutex it
+# never locked at exit, tests/tsan.supp's suppression does not match, and
+# every TSan test fails at exit.
+test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server slurm-wlm munge libc6-dbg)
 # For `./weft.sh bench` only: what the benchmarks run beside weft (README: Benchmarks).
 bench_packages=(libfabric-bin ucx-utils iperf3 valgrind redis-server redis-tools fio
                 openmpi-bin libopenmpi-dev python3)
