@@ -136,6 +136,14 @@ int before_enable(std::string_view fi_prov_name, fid_ep* ep)
     return t.before_enable ? t.before_enable(ep) : 0;
 }
 
+std::shared_ptr<const detail::ProgressLock> progress_lock(std::string_view fi_prov_name, fid_ep* ep)
+{
+    if (is_layered(fi_prov_name))
+        return nullptr;
+    const Traits& t = traits_for(fi_prov_name);
+    return t.progress_lock ? t.progress_lock(ep) : nullptr;
+}
+
 int before_endpoint(std::string_view fi_prov_name, fi_info* info)
 {
     const Traits& t = traits_for(fi_prov_name);

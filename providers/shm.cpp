@@ -6,9 +6,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
@@ -29,18 +34,33 @@ std::string shm_hint(int code)
     if (code != -FI_EPERM && code != -FI_EACCES && code != -FI_EIO)
         return {};
     std::string scope = "absent (no Yama LSM)";
+    int value = 0;
     if (std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
         int v = -1;
-        if (std::fscanf(f, "%d", &v) == 1)
+        if (std::fscanf(f, "%d", &v) == 1) {
             scope = std::to_string(v);
+            value = v;
+        }
         std::fclose(f);
     }
-    return fmt::format(
+    const std::string permission = fmt::format(
         "shm moves data with cross-memory attach (process_vm_readv/writev), which needs "
         "ptrace permission over the peer process; /proc/sys/kernel/yama/ptrace_scope is {}. "
         "Fix: sysctl kernel.yama.ptrace_scope=0, or run with CAP_SYS_PTRACE "
         "(containers: --cap-add SYS_PTRACE), and keep both processes dumpable",
         scope);
+    // An I/O error where the permission holds (scope 0, or root under scope 1)
+    // is the kernel's copy meeting memory the target does not have.
+    const std::string range =
+        "the remote range lies outside the memory the target process has mapped: shm checks "
+        "no key, access or bounds (QUIRKS.md), so a forged or stale RemoteRegion (a length or "
+        "offset beyond what the target registered, or a region it has freed) reaches the "
+        "kernel's copy (process_vm_writev/readv), which fails; check the RemoteRegion";
+    if (code != -FI_EIO)
+        return permission;
+    if (value == 0 || (value == 1 && ::geteuid() == 0))
+        return range;
+    return fmt::format("either {}, or {}", range, permission);
 }
 
 // libfabric 1.17 names an shm endpoint's region /dev/shm/PID:DOMAIN:EP and
@@ -118,6 +138,66 @@ int name_region(fid_ep* ep)
     return fi_setname(&ep->fid, const_cast<char*>(name.c_str()), name.size() + 1);
 }
 
+// libfabric 1.17's shm takes its region's pthread spin lock in every
+// progress call of the endpoint (smr_progress_cmd, _resp, _sar_list) and in
+// every peer's RMA into the region (smr_rma_fast), copying inside it. A peer
+// killed inside holds it for good (QUIRKS.md), and the owner's next
+// fi_cq_read spins forever. The region is /dev/shm/<the name weft gave the
+// endpoint>; struct smr_region (include/ofi_shm.h, SMR_VERSION 4) begins
+//   u8 version, u8 resv, u16 flags, int pid, u8 cma_cap_peer, u8 cma_cap_self,
+//   u32 max_sar_buf_per_peer, void* base_addr, pthread_spinlock_t lock ...
+// Only that layout is read, and only where the library is 1.17 and the
+// region says version 4 and this pid: a later libfabric (1.18 replaced the
+// lock) gets no guard.
+constexpr std::size_t region_version_at = 0;
+constexpr std::size_t region_pid_at = 4;
+constexpr std::size_t region_lock_at = 24;
+constexpr std::uint8_t region_version = 4;
+
+/// glibc's word for a free pthread spin lock (1 on x86-64, 0 elsewhere).
+int unlocked_value()
+{
+    pthread_spinlock_t probe;
+    pthread_spin_init(&probe, PTHREAD_PROCESS_SHARED);
+    const int v = probe; // glibc: a volatile int
+    pthread_spin_destroy(&probe);
+    return v;
+}
+
+std::shared_ptr<const detail::ProgressLock> region_lock(fid_ep* ep)
+{
+    static_assert(sizeof(pthread_spinlock_t) == sizeof(int));
+    if (FI_MAJOR(fi_version()) != 1 || FI_MINOR(fi_version()) != 17)
+        return nullptr;
+    std::string name(256, '\0');
+    std::size_t len = name.size();
+    if (fi_getname(&ep->fid, name.data(), &len) != 0 || len == 0 || len > name.size())
+        return nullptr;
+    name.resize(::strnlen(name.c_str(), len));
+    if (name.empty() || name.find('/') != std::string::npos)
+        return nullptr;
+    const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return nullptr;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* p = ::mmap(nullptr, page, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED)
+        return nullptr;
+    std::shared_ptr<const void> mapping(p, [page](const void* q) { ::munmap(const_cast<void*>(q), page); });
+    const auto* bytes = static_cast<const unsigned char*>(p);
+    int pid = 0;
+    std::memcpy(&pid, bytes + region_pid_at, sizeof pid);
+    if (bytes[region_version_at] != region_version || pid != ::getpid())
+        return nullptr;
+    static const int unlocked = unlocked_value();
+    auto lock = std::make_shared<detail::ProgressLock>();
+    lock->word = reinterpret_cast<const volatile int*>(bytes + region_lock_at);
+    lock->unlocked = unlocked;
+    lock->keep = std::move(mapping);
+    return lock;
+}
+
 } // namespace
 
 const Traits shm = {
@@ -143,6 +223,7 @@ const Traits shm = {
     .ranges_wait_for_target = true,
     .error_hint = shm_hint,
     .before_enable = name_region,
+    .progress_lock = region_lock,
     .checks = shm_checks,
 };
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include <rdma/fabric.h>
 
+#include "weft/completion_queue.hpp"
 #include "weft/diagnostics.hpp"
 #include "weft/info.hpp"
 
@@ -77,6 +79,10 @@ struct Traits {
     /// endpoint's region so that no dead process can have left it behind);
     /// returns 0 or a negative libfabric error code.
     int (*before_enable)(fid_ep* ep) = nullptr;
+    /// Optional: the spin lock the provider's progress on this enabled
+    /// endpoint takes, mapped where weft can read it, or nullptr (shm in
+    /// libfabric 1.17: its region's lock; CompletionQueue::guard).
+    std::shared_ptr<const detail::ProgressLock> (*progress_lock)(fid_ep* ep) = nullptr;
     /// Optional step before fi_endpoint, on the endpoint's own copy of the
     /// fi_info (verbs: an ofi_rxm endpoint over iWARP gets a listening port
     /// that TCP does not hold); returns 0 or a negative libfabric error code.
@@ -135,6 +141,10 @@ std::string error_hint(std::string_view fi_prov_name, int code);
 /// The provider's step between fi_endpoint and fi_enable, if it has one
 /// (core providers only); 0 or a negative libfabric error code.
 int before_enable(std::string_view fi_prov_name, fid_ep* ep);
+
+/// The lock the provider's progress on `ep` takes, where weft can watch it
+/// (core providers only), or nullptr.
+std::shared_ptr<const detail::ProgressLock> progress_lock(std::string_view fi_prov_name, fid_ep* ep);
 
 /// The provider's step before fi_endpoint on the endpoint's own fi_info, if
 /// it has one; 0 or a negative libfabric error code.

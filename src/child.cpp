@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,10 +77,17 @@ Child Child::fork(const std::function<int(int to_parent)>& body)
     Fd from_child(ends[0]);
     Fd to_parent(ends[1]);
     std::fflush(nullptr); // or the child writes what this process buffered, again
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0)
         throw std::system_error(errno, std::generic_category(), "fork");
     if (pid == 0) {
+        // A forked helper (the far end of `weft pingpong`, a benchmark's
+        // sink) never outlives the process it serves: killed with it, it would
+        // spin on its own for good.
+        (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) // the parent died before the line above
+            ::_exit(1);
         from_child.reset();
         int status = 1;
         try {

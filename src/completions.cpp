@@ -42,6 +42,7 @@ std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
     auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
     q->sleeping_ = sleeping;
     q->yielding_ = options.waiting == Waiting::yield;
+    q->adaptive_ = options.waiting == Waiting::adaptive;
     q->idle_every_ = q->yielding_ ? yield_every : clock_every;
     q->wants_thread_ = wants_progress_thread(options, q->quirks_);
     if (q->quirks_.wait_fd_misses_data)
@@ -136,13 +137,11 @@ void Completions::source_is(fi_addr_t addr, PeerId peer)
 
 void Completions::keep_slow(const MemoryRegion* region, bool sink)
 {
-    if (sink && region && region->read_only())
-        throw UsageError("read", -FI_EINVAL, std::string(provider()),
-                         "the local sink is a read-only mapping (MemoryRegion::map_file without "
-                         "remote-write access): the data cannot land there. Read into a region "
-                         "of writable memory, or map the file with Access::remote_read_write; "
-                         "nothing was posted");
+    const std::uint32_t revocations = MemoryRegion::revocations();
+    if (region) [[likely]]
+        check_local(*region, sink);
     (sink ? last_sink_ : last_source_) = region;
+    (sink ? sink_revocations_ : source_revocations_) = revocations;
     if (!region)
         return; // a span built by hand: its owner keeps it alive
     for (const auto& h : held_)
@@ -151,6 +150,42 @@ void Completions::keep_slow(const MemoryRegion* region, bool sink)
     if (in_flight_ <= 0)
         release_idle();
     held_.push_back(region->shared_from_this());
+}
+
+namespace {
+
+std::string describe(const Domain& d)
+{
+    return d.owner().empty() ? fmt::format("a {} domain opened by hand", d.provider()) : d.owner();
+}
+
+} // namespace
+
+void Completions::check_local(const MemoryRegion& region, bool sink) const
+{
+    const char* call = sink ? "read" : "write";
+    if (region.revoked())
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("the local {} B region (key {:#x}) was revoked after this "
+                                     "Local was sliced from it: its registration is closed. "
+                                     "Register the memory again and slice the new region; "
+                                     "nothing was posted",
+                                     region.size(), region.key()));
+    if (&region.domain() != cq_->domain().get())
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("the Local was sliced from a region registered by {}, "
+                                     "and this operation runs on {}: a registration works only "
+                                     "with its own Node's peers. Register the buffer on this "
+                                     "Node (each of a shm Server's Connections has a Node of its "
+                                     "own); nothing was posted",
+                                     describe(region.domain()), describe(*cq_->domain())));
+    if (sink && region.read_only())
+        throw UsageError("read", -FI_EINVAL, std::string(provider()),
+                         "the local sink is read-only memory (a read-only mapping made by "
+                         "map_file without remote-write access, or memory the process cannot "
+                         "write given to register_memory): "
+                         "the data cannot land there. Read into a region of writable memory, "
+                         "or map the file with Access::remote_read_write; nothing was posted");
 }
 
 void Completions::release_idle() noexcept

@@ -37,6 +37,10 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             return take(c);
         }
     std::uint32_t spins = 0;
+    // Waiting::adaptive: a spin's worth of empty polls (clock_every), then
+    // Waiting::yield's rhythm for the rest of this wait.
+    std::uint32_t every = idle_every_;
+    bool yielding = yielding_;
     bool woke_at_once = false; // the last sleep returned within 50 us
     for (;;) {
         auto& got = waiting_;
@@ -73,11 +77,15 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             else if (trywait())
                 cq_->sleep(ms);
             woke_at_once = Clock::now() - before < std::chrono::microseconds(50);
-            spins = idle_every_; // look at the hook and the deadline now
+            spins = every; // look at the hook and the deadline now
         }
-        if ((++spins & idle_every_) == 0) [[unlikely]] {
-            if (yielding_)
+        if ((++spins & every) == 0) [[unlikely]] {
+            if (yielding) {
                 yield_core();
+            } else if (adaptive_) {
+                yielding = true;
+                every = yield_every;
+            }
             if (idle_hook_)
                 idle_hook_(idle_arg_);
             if (deadline.expired())
@@ -109,6 +117,14 @@ void Completions::wait_timeout(const char* what, bool late) const
                             "1432; Quirks::send_window_packets): keep fewer or smaller "
                             "operations in flight, or raise FI_OFI_RXD_MAX_UNACKED on both sides",
                             w);
+    if (const auto held = cq_->locked_for(); held > std::chrono::milliseconds(100))
+        hint = fmt::format(
+            "{}; and the provider's progress lock of this endpoint has been held for {} ms "
+            "without a pause: a peer killed while it held the lock holds it for good "
+            "(libfabric 1.17 shm, QUIRKS.md), so nothing on this Node can move again. weft "
+            "stays out of the provider meanwhile instead of spinning in it: end this Node "
+            "and open a new one",
+            hint, std::chrono::duration_cast<std::chrono::milliseconds>(held).count());
     hint += "; is the peer alive?";
     detail::throw_error("wait", -FI_ETIMEDOUT, provider(), hint);
 }

@@ -68,6 +68,12 @@ void Connection::explain(const Error& e) const
                                 side_.peer(), e.what()),
                     e.context(), true);
     const int code = e.code();
+    // tcp refuses an access by closing the connection: what this side last
+    // wrote to the peer is what was refused (Node::take_refusal).
+    if (code == -FI_ECANCELED || code == -FI_ENOTCONN || code == -FI_ECONNRESET || code == -EPIPE)
+        if (std::string refusal = node_->take_refusal(peer_id_); !refusal.empty())
+            throw Error(e.call(), -FI_EACCES, e.provider(),
+                        fmt::format("{}. What failed now: {}", refusal, e.what()), e.context());
     // verbs reports a refused access as -EIO ("remote access error").
     if (code == -FI_ECANCELED || code == -FI_ENOTCONN || code == -FI_ECONNRESET ||
         code == -FI_ECONNABORTED || code == -EPIPE || code == -FI_EIO)

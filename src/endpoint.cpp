@@ -181,6 +181,10 @@ void Endpoint::bind_and_enable(const std::shared_ptr<EventQueue>& eq,
         ep_.bind(av_);
     }
     ep_.enable();
+    // Reads of the queue stay out of the provider while a lock its progress
+    // takes is held (shm: a peer killed inside it holds it for good).
+    if (auto lock = providers::progress_lock(provider(), ep_.get()))
+        q_->queue()->guard(std::move(lock));
 
     if ((info->caps & FI_ATOMIC) && !quirks_.atomics_unreliable) {
         fi_atomic_attr attr{};

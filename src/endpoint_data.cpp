@@ -288,8 +288,8 @@ void Endpoint::send(Local src, void* context, Peer peer)
         send_frame(frame::type_message, 0, src, context, peer);
         return;
     }
+    q_->keep_source(src); // an inject's too (revoked, another Node's)
     if (send_bits_) { // the sender named in CQ data (Quirks::message_source_unreliable)
-        q_->keep_source(src);
         post<fi_senddata>("fi_senddata", peer.addr, src.addr, src.len, src.desc, send_bits_, peer.addr,
                           context);
         ++q_->in_flight_;
@@ -300,7 +300,6 @@ void Endpoint::send(Local src, void* context, Peer peer)
         complete_locally(Op::send, context, src.len);
         return;
     }
-    q_->keep_source(src);
     post<fi_send>("fi_send", peer.addr, src.addr, src.len, src.desc, peer.addr, context);
     ++q_->in_flight_;
 }

@@ -11,11 +11,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdint>
-
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <optional>
+#include <string>
 
 #include <rdma/fi_errno.h>
 
@@ -54,6 +58,34 @@ std::uint64_t machine_memory()
     return (std::uint64_t(si.totalram) + si.totalswap) * si.mem_unit;
 }
 
+/// What the process may do with [p, p+n): true when every byte is mapped
+/// writable, false when some is mapped read-only; nullopt when some is not
+/// mapped at all. From /proc/self/maps (registration is not the data path).
+std::optional<bool> writable(const std::byte* p, std::size_t n)
+{
+    std::ifstream maps("/proc/self/maps");
+    auto at = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t end = at + n;
+    bool all_writable = true;
+    std::string line;
+    while (at < end && std::getline(maps, line)) {
+        std::uintptr_t lo = 0;
+        std::uintptr_t hi = 0;
+        char perms[5] = {};
+        if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %4s", &lo, &hi, perms) != 3)
+            continue;
+        if (hi <= at)
+            continue;
+        if (lo > at)
+            return std::nullopt; // a gap: [at, lo) is not mapped
+        all_writable = all_writable && perms[1] == 'w';
+        at = hi;
+    }
+    if (at < end)
+        return maps ? std::optional<bool>() : std::optional<bool>(true); // unreadable: assume so
+    return all_writable;
+}
+
 } // namespace
 
 struct MemoryRegion::Private {};
@@ -83,6 +115,7 @@ bool MemoryRegion::revoke() noexcept
     if (revoked_)
         return false;
     revoked_ = true;
+    revocations_.fetch_add(1, std::memory_order_relaxed);
     fid_.reset();
     desc_ = nullptr;
     if (requested_key_)
@@ -107,7 +140,26 @@ std::shared_ptr<MemoryRegion> MemoryRegion::register_memory(std::shared_ptr<Doma
     if (memory.empty() || memory.data() == nullptr)
         throw UsageError("register_memory", -FI_EINVAL, std::string(domain->provider()),
                          "cannot register an empty span: give the region at least one byte");
+    // Memory the process cannot write (a static const buffer, a PROT_READ
+    // mapping) is a source only: on tcp and shm a read into it, or a peer's
+    // write, would fault inside the provider (SIGSEGV), and verbs would refuse
+    // the registration itself.
+    const auto can_write = writable(memory.data(), memory.size());
+    if (!can_write)
+        throw UsageError("register_memory", -FI_EFAULT, std::string(domain->provider()),
+                         fmt::format("[{}, +{}) is not all mapped memory of this process: "
+                                     "register memory the process owns",
+                                     static_cast<const void*>(memory.data()), memory.size()));
+    const bool remote_write = access == Access::remote_write || access == Access::remote_read_write;
+    if (!*can_write && remote_write)
+        throw UsageError("register_memory", -FI_EACCES, std::string(domain->provider()),
+                         fmt::format("[{}, +{}) is read-only memory (a const object or a "
+                                     "read-only mapping): peers cannot write it. Register it "
+                                     "with Access::remote_read or Access::local, or register "
+                                     "writable memory",
+                                     static_cast<const void*>(memory.data()), memory.size()));
     auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain), memory, access, nullptr);
+    mr->read_only_ = !*can_write;
     mr->register_with(bind_to);
     return mr;
 }

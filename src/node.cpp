@@ -55,6 +55,8 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
     const Info& info = selection->info();
     node->fabric_ = Fabric::open(info);
     node->domain_ = Domain::open(node->fabric_, info);
+    node->domain_->set_owner(fmt::format("Node {:#018x} ({} {})", node->instance_,
+                                         selection->provider(), to_string(selection->kind())));
     const bool msg = selection->kind() == EndpointKind::msg;
     // MSG: one queue for up to 1024 connections; RDM: one endpoint.
     node->completions_ = Endpoint::completions_for(node->domain_, selection->options(), msg ? 1024 : 1);
@@ -246,7 +248,9 @@ void Node::ready(PeerId peer)
 {
     PeerEntry& e = peers_[peer.index];
     e.state = PeerEntry::State::ready;
-    routes_[peer.index] = {e.ep.get(), e.addr};
+    // A refusal still to report keeps the fast path off until said (route_slow).
+    if (e.refusal.empty())
+        routes_[peer.index] = {e.ep.get(), e.addr};
 }
 
 Node::Route& Node::route_slow(PeerId peer, const char* call)
@@ -262,7 +266,11 @@ Node::Route& Node::route_slow(PeerId peer, const char* call)
                     fmt::format("peer {} is lost ({}): nothing was posted", peer.index, e.why),
                     nullptr, true);
     default:
+        if (!e.refusal.empty()) [[unlikely]]
+            refused(peer, call);
         connect(peer, Deadline::after(selection_->options().handshake_timeout));
+        // (Peers that connected meanwhile may have moved the entries.)
+        routes_[peer.index] = {peers_[peer.index].ep.get(), peers_[peer.index].addr};
         return routes_[peer.index];
     }
 }

@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <rdma/fi_errno.h>
 
@@ -82,6 +83,7 @@ void Node::lose(PeerId peer, std::string why)
     unwatch(peer);
     e.state = PeerEntry::State::lost;
     e.why = std::move(why);
+    e.refusal.clear();
     if (e.ep && e.ep != rdm_) {
         by_fid_.erase(e.fid);
         e.ep->close();
@@ -90,9 +92,40 @@ void Node::lose(PeerId peer, std::string why)
     }
 }
 
+bool Node::side_channel_open(PeerId peer, std::chrono::milliseconds settle)
+{
+    for (const Watched& w : watched_) {
+        if (w.peer != peer)
+            continue;
+        pollfd p{w.fd, POLLRDHUP, 0};
+        const int ms = static_cast<int>(settle.count());
+        return ::poll(&p, 1, ms) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    }
+    return false;
+}
+
+void Node::refused(PeerId peer, const char* call)
+{
+    PeerEntry& e = peers_[peer.index];
+    std::string why = std::exchange(e.refusal, {});
+    // A peer killed closes both connections: give its side channel's end a
+    // moment to show before calling it a refusal.
+    if (!side_channel_open(peer, std::chrono::milliseconds(200))) {
+        lose(peer, "it is gone: its side channel closed (it exited, was killed, or closed its "
+                   "connection)");
+        throw Error(call, -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}): nothing was posted", peer.index,
+                                e.why),
+                    nullptr, true);
+    }
+    throw Error(call, -FI_EACCES, std::string(provider()), std::move(why));
+}
+
 void Node::idle()
 {
     tend();
+    if (waiting_ && waiting_.index < peers_.size() && !peers_[waiting_.index].refusal.empty())
+        refused(waiting_, "Node::wait");
     // A peer waited for that is lost sends nothing more: say so now, not at
     // the deadline (what it sent before is handed out first).
     if (waiting_ && is_lost(waiting_))

@@ -9,6 +9,7 @@
 // higher one's request.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -208,6 +209,43 @@ void Node::on_request(EventQueue::Event ev)
     }
 }
 
+void Node::drop(PeerId peer)
+{
+    PeerEntry& e = peers_[peer.index];
+    const Endpoint::LastWrite last = e.ep->last_write();
+    by_fid_.erase(e.fid);
+    e.ep->close();
+    e.ep.reset();
+    routes_[peer.index] = {};
+    e.state = PeerEntry::State::added;
+    e.established = false;
+    if (last.region.empty())
+        return; // nothing written: nothing of this side's to refuse
+    const RemoteRegion& r = last.region;
+    e.refusal = fmt::format(
+        "peer {} refused an access: its connection was closed by the provider ({}) while the "
+        "peer is still there (its side channel is open), as {} does when a target refuses "
+        "one. The last write this side posted to it was {} B at offset {} of the region with "
+        "key {:#x} (a {} B descriptor, {}): most likely the one refused, for a key the target "
+        "has not registered (revoked, or forged), an access the region was not exported "
+        "with, or a range outside it. Nothing of a refused write lands; the connection is "
+        "made again by the next operation",
+        peer.index, provider(), provider(), last.len, last.offset, r.key(), r.length(),
+        r.is_writable() ? (r.is_readable() ? "readable and writable" : "writable")
+                        : (r.is_readable() ? "read-only" : "without access"));
+}
+
+std::string Node::take_refusal(PeerId peer)
+{
+    const Use use(*this, "Node::take_refusal");
+    if (peer.index >= peers_.size() || rdm_)
+        return {};
+    PeerEntry& e = peers_[peer.index];
+    if (e.state == PeerEntry::State::ready && e.ep && side_channel_open(peer, {}))
+        drop(peer); // its FI_SHUTDOWN may not have been read yet
+    return std::exchange(e.refusal, {});
+}
+
 void Node::reconnect_after_clash(PeerId peer, const std::string& why)
 {
     PeerEntry& e = peers_[peer.index];
@@ -284,9 +322,15 @@ void Node::events()
             e.established = true;
             e.ep->connected();
         }
-        else if (ev->type == FI_SHUTDOWN)
-            lose(peer, "it is gone: it closed the connection (it exited, was killed, or "
-                       "removed this Node)");
+        else if (ev->type == FI_SHUTDOWN) {
+            // A peer still there (its side channel open) whose provider closed
+            // the connection refused an access (tcp does so); else it is gone.
+            if (e.state == PeerEntry::State::ready && side_channel_open(peer, {}))
+                drop(peer);
+            else
+                lose(peer, "it is gone: it closed the connection (it exited, was killed, or "
+                           "removed this Node)");
+        }
     }
     // Connections whose hellos are through are ready.
     std::erase_if(pending_, [&](std::uint32_t i) {

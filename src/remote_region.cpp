@@ -30,6 +30,12 @@ constexpr std::array<std::byte, 4> magic = {std::byte{'W'}, std::byte{'F'}, std:
 
 void RemoteRegion::reject(const char* op, std::uint64_t offset, std::size_t len) const
 {
+    if (empty())
+        throw UsageError(std::string("remote ") + op, -FI_EINVAL, "",
+                         fmt::format("remote {} through the empty RemoteRegion (no region: its "
+                                     "owner exposed none, e.g. a rank that gave RemoteRegion{{}} "
+                                     "to all_gather); nothing was posted",
+                                     op));
     const bool allowed = std::string_view(op) == "write" ? is_writable() : is_readable();
     if (!allowed)
         throw UsageError(std::string("remote ") + op, -FI_EACCES, "",
@@ -88,8 +94,11 @@ RemoteRegion RemoteRegion::decode(std::span<const std::byte> b)
         bad("reserved bytes are not zero");
     if (crc != crc32c(b.first(32)))
         bad("checksum mismatch (corrupted in transit?)");
-    if (length == 0)
-        bad("zero length");
+    if (length == 0) {
+        if (base != 0 || key != 0 || flags != 0)
+            bad("zero length"); // only the empty descriptor has no length
+        return RemoteRegion{};
+    }
     if (base + length < base)
         bad("base + length overflows 64 bits");
     return RemoteRegion(base, length, key, flags);

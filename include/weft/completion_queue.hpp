@@ -8,10 +8,25 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include "weft/deadline.hpp"
 #include "weft/domain.hpp"
 #include "weft/detail/fid.hpp"
 
 namespace weft {
+namespace detail {
+
+/// A word the provider's progress takes as a spin lock, mapped where weft
+/// can read it (providers/: shm's region lock in libfabric 1.17). A process
+/// killed while holding it holds it for good, and every later progress call
+/// would spin on it forever.
+struct ProgressLock {
+    const volatile int* word = nullptr;
+    int unlocked = 0;              ///< the word's value when free
+    std::shared_ptr<const void> keep; ///< the mapping it lives in
+    bool held() const noexcept { return *word != unlocked; }
+};
+
+} // namespace detail
 
 /// Owns a fid_cq (FI_CQ_FORMAT_DATA); keeps its Domain alive. One reader thread
 /// at a time; progress() may run on a weft progress thread when the domain is
@@ -28,6 +43,8 @@ public:
     /// provider's fi_cq_strerror text.
     std::size_t read(fi_cq_data_entry* out, std::size_t n)
     {
+        if (!enter()) [[unlikely]]
+            return 0;
         const ssize_t r = fi_cq_read(fid_.get(), out, n);
         if (r > 0) [[likely]]
             return static_cast<std::size_t>(r);
@@ -40,6 +57,8 @@ public:
     /// FI_ADDR_NOTAVAIL when the provider does not know it.
     std::size_t read_from(fi_cq_data_entry* out, fi_addr_t* from, std::size_t n)
     {
+        if (!enter()) [[unlikely]]
+            return 0;
         const ssize_t r = fi_cq_readfrom(fid_.get(), out, n, from);
         if (r > 0) [[likely]]
             return static_cast<std::size_t>(r);
@@ -50,7 +69,21 @@ public:
 
     /// Drives the provider's progress without taking completions out of the
     /// queue (fi_cq_read with a count of 0). Needed when data progress is MANUAL.
-    void progress() noexcept { (void)fi_cq_read(fid_.get(), nullptr, 0); }
+    void progress() noexcept
+    {
+        if (enter()) [[likely]]
+            (void)fi_cq_read(fid_.get(), nullptr, 0);
+    }
+
+    /// Reads and progress stay out of the provider while `lock` is held (a
+    /// live holder lets go within microseconds; one killed while holding it,
+    /// never): the queue reads as empty meanwhile, so a wait ends at its
+    /// deadline, or with its peer's loss, instead of spinning in the provider
+    /// for good. One lock per queue (shm: the endpoint's own region).
+    void guard(std::shared_ptr<const detail::ProgressLock> lock) noexcept { lock_ = std::move(lock); }
+    /// How long the guard's lock has been seen held, without a pause, by
+    /// the reads since (zero when it was free at the last read).
+    Clock::duration locked_for() const noexcept;
 
     /// Reads the queue until it stays empty (at most 100 ms), dropping every
     /// entry and error entry: for the last endpoint bound to it, just before
@@ -90,12 +123,22 @@ public:
 
 private:
     [[noreturn]] void raise(ssize_t r);
+    /// False while the guard's lock is held: stay out of the provider.
+    bool enter() noexcept
+    {
+        if (!lock_) [[likely]]
+            return true;
+        return guarded();
+    }
+    bool guarded() noexcept;
 
     std::shared_ptr<Domain> domain_;
     detail::FidPtr<fid_cq> fid_;
     std::size_t size_;
     int fd_ = -1;
     int sleep_cap_ = 1 << 30;
+    std::shared_ptr<const detail::ProgressLock> lock_;
+    Clock::time_point locked_since_{}; // the lock seen held since (epoch: free)
 };
 
 } // namespace weft

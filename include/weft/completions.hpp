@@ -179,17 +179,22 @@ private:
     }
 
     // ---- regions posted operations use, held until they complete ----
+    /// A region not seen last, or any revocation since, is checked again
+    /// (check_local) before the post.
     void keep_source(const Local& l)
     {
-        if (l.region != last_source_) [[unlikely]]
+        if (l.region != last_source_ || MemoryRegion::revocations() != source_revocations_) [[unlikely]]
             keep_slow(l.region, false);
     }
     void keep_sink(const Local& l)
     {
-        if (l.region != last_sink_) [[unlikely]]
+        if (l.region != last_sink_ || MemoryRegion::revocations() != sink_revocations_) [[unlikely]]
             keep_slow(l.region, true);
     }
     void keep_slow(const MemoryRegion* region, bool sink);
+    /// UsageError for a region this queue's operations cannot use: revoked,
+    /// another domain's, or read-only memory as a sink.
+    void check_local(const MemoryRegion& region, bool sink) const;
     void release_idle() noexcept;
     void release_all() noexcept;
     std::vector<std::shared_ptr<void>> held() const;
@@ -298,6 +303,7 @@ private:
     bool sources_ = false;                 // fi_cq_readfrom; peer_of_addr_ names them
     bool sleeping_ = false;                // Waiting::sleep: waits sleep on the descriptor
     bool yielding_ = false;                // Waiting::yield: waits yield the core now and then
+    bool adaptive_ = false;                // Waiting::adaptive: waits yield once they spun a while
     std::uint32_t stash_spins_ = 0;        // empty stashes, for yielding in the endpoints' waits
     std::uint32_t idle_every_ = clock_every; // a wait's empty polls between its idle checks, less one
     std::uint32_t naps_ = 0;               // sleeps in a row that returned at once to nothing
@@ -317,6 +323,10 @@ private:
     std::vector<std::shared_ptr<const MemoryRegion>> held_;
     const MemoryRegion* last_source_ = nullptr;
     const MemoryRegion* last_sink_ = nullptr;
+    // MemoryRegion::revocations() when each was last checked: a revocation
+    // anywhere sends both through the check again.
+    std::uint32_t source_revocations_ = 0;
+    std::uint32_t sink_revocations_ = 0;
     std::int64_t in_flight_ = 0; // caller's operations posted and not yet completed
     Activity activity_;          // polls seen, so the progress thread can stay out of the way
     bool wants_thread_ = false; // a progress thread while an endpoint is attached

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -33,6 +34,10 @@ public:
     std::uint64_t mr_mode() const noexcept { return info_.mr_mode(); }
     /// What the info bits do not say (from providers/), computed once at open.
     const Quirks& quirks() const noexcept { return quirks_; }
+    /// Who opened it, for errors that name another domain's memory ("Node
+    /// 0x1f2e... (tcp MSG)"); set once, before the domain is shared.
+    const std::string& owner() const noexcept { return owner_; }
+    void set_owner(std::string owner) { owner_ = std::move(owner); }
 
     /// A new requested key for a registration (FI_MR_PROV_KEY unset): random
     /// (unguessable), fits mr_key_size, unique within this domain.
@@ -54,6 +59,7 @@ private:
     std::shared_ptr<Fabric> fabric_;
     Info info_;
     Quirks quirks_;
+    std::string owner_;
     std::mutex mutex_; // keys and retired memory: registration is not the data path
     std::unordered_set<std::uint64_t> keys_;
     std::vector<std::shared_ptr<std::byte[]>> retired_; // freed after fid_ closes

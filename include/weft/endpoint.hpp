@@ -148,6 +148,16 @@ public:
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
+    /// The last write this endpoint posted (write, write_notify): what a
+    /// Node names when a target's provider refuses an access by closing the
+    /// connection, which the write's own completion never says (tcp
+    /// completes a write on send; a refused read fails its own completion).
+    struct LastWrite {
+        RemoteRegion region;
+        std::uint64_t offset = 0;
+        std::uint64_t len = 0;
+    };
+    const LastWrite& last_write() const noexcept { return last_write_; }
     /// True when a notification takes one of the target's receive slots
     /// (FI_RX_CQ_DATA, as on verbs; or a framed message, as on iWARP): a
     /// target then takes at most Options::rx_slots notifications before it
@@ -396,6 +406,7 @@ private:
     // says nothing of the others.
     bool queue_bypassing_reads_ = false;
     std::vector<fi_addr_t> unflushed_peers_;
+    LastWrite last_write_;
     bool unflushed(fi_addr_t peer) const noexcept
     {
         return std::find(unflushed_peers_.begin(), unflushed_peers_.end(), peer) !=

@@ -2,6 +2,7 @@
 /// @brief Registered local memory (fi_mr) and the views the data path takes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -107,10 +108,22 @@ public:
     /// UsageError. Owned memory stays valid until the region is destroyed.
     /// Returns false when the region was already revoked (a no-op).
     bool revoke() noexcept;
+    /// How many regions this process has revoked: a queue that remembers the
+    /// last region it checked looks again after any revocation.
+    static std::uint32_t revocations() noexcept
+    {
+        return revocations_.load(std::memory_order_relaxed);
+    }
     bool revoked() const noexcept { return revoked_; }
-    /// True for a read-only mapping (map_file without remote write): it can
-    /// be a source, never a sink (the sink of a read, an atomic's result).
+    /// True for read-only memory: a map_file mapping without remote write,
+    /// or memory given to register_memory that the process cannot write (a
+    /// `static const` object, a PROT_READ mapping). It can be a source, never
+    /// a sink (the sink of a read, an atomic's result): such a post is
+    /// refused with UsageError before it reaches the provider.
     bool read_only() const noexcept { return read_only_; }
+    /// The domain the region is registered on: a Local of it works only with
+    /// that domain's endpoints (another's is refused before posting).
+    const Domain& domain() const noexcept { return *domain_; }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
@@ -123,7 +136,8 @@ private:
     void register_with(const Endpoint* bind_to);
     void check_live(const char* call) const;
     [[noreturn]] void bad_slice(std::size_t offset, std::size_t len) const;
-    bool read_only_ = false; // a read-only mapping: no local write roles (verbs needs that)
+    inline static std::atomic<std::uint32_t> revocations_{0};
+    bool read_only_ = false; // read-only memory: no local write roles (verbs needs that)
     bool revoked_ = false;
 
     std::shared_ptr<Domain> domain_;

@@ -111,6 +111,13 @@ public:
     /// waits or progresses, at most once a millisecond. `fd` stays open until the peer
     /// is removed.
     void watch(PeerId peer, int fd);
+    /// MSG: after an operation to `peer` failed because its connection is
+    /// gone (-FI_ECANCELED, -FI_ENOTCONN...) while its side channel is open:
+    /// what this side last wrote to it, the access it most likely refused
+    /// (tcp drops a connection to refuse one), or "" when nothing is known.
+    /// The connection is made again by the next operation; the refusal is
+    /// reported once (here, or by that operation).
+    std::string take_refusal(PeerId peer);
     /// remove_peer from any thread, at any time: done now when the Node is
     /// free, else by the next call that enters it (a Connection's destructor).
     void retire_peer(PeerId peer) noexcept;
@@ -288,6 +295,7 @@ private:
         std::string why;                 // lost: what happened
         std::vector<std::byte> credential; // MSG: presented in our connection request
         int clashes = 0;                 // MSG: connects retried after an iWARP port clash
+        std::string refusal;             // MSG: a refused access to report once (drop)
         bool established = false;        // MSG: FI_CONNECTED arrived
     };
 
@@ -318,6 +326,16 @@ private:
     void retry_port_clash(const std::string& why);
     void ready(PeerId peer);
     void lose(PeerId peer, std::string why);
+    /// MSG: the provider closed a live peer's connection (a refused access):
+    /// closed here too, connected again on the next use; what this side last
+    /// posted to it is reported by the next operation or wait (refused()).
+    void drop(PeerId peer);
+    /// True when `peer` is watched and its side channel shows no end within
+    /// `settle` (false when unwatched: nothing tells a live peer apart).
+    bool side_channel_open(PeerId peer, std::chrono::milliseconds settle);
+    /// Throws the refusal drop() left for `peer`, once; or, if its side
+    /// channel has closed meanwhile, loses it and throws that.
+    [[noreturn]] void refused(PeerId peer, const char* call);
     void remove_now(PeerId peer);
     void reap_retired() noexcept;
 

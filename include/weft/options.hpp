@@ -48,6 +48,12 @@ enum class Waiting : std::uint8_t {
     /// on a machine, as Open MPI's yield_when_idle), where a spinning waiter
     /// would keep the very rank it waits for off the CPU.
     yield,
+    /// Spin first, then yield: each wait spins as Waiting::spin for about
+    /// 1,000 empty polls (tens of microseconds, longer than a loopback round
+    /// trip), then gives the core away every 16 polls as Waiting::yield. A
+    /// waiter in a pair with cores to spare never yields; one of more busy
+    /// processes than cores does not keep the process it waits for off the CPU.
+    adaptive,
 };
 
 /// How connecting retries a server that refuses or cannot be reached (it may

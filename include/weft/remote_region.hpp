@@ -11,10 +11,14 @@
 ///   6      2    reserved, 0
 ///   8      8    base: the address of byte 0 of the region as the target's provider
 ///               expects it (its virtual address under FI_MR_VIRT_ADDR, else 0)
-///   16     8    length in bytes (> 0)
+///   16     8    length in bytes (> 0; 0 only in the empty descriptor: no region)
 ///   24     8    key
 ///   32     4    CRC-32C of bytes 0..31
 ///   36     4    reserved, 0
+///
+/// The empty descriptor (RemoteRegion{}: base, length, key and flags all 0)
+/// is a value too, "no region": a rank with nothing to expose gives it to
+/// Group::all_gather, and every access through it is refused before posting.
 ///
 /// A newer weft may bump the version; decode() rejects versions it does not know.
 #pragma once
@@ -52,6 +56,8 @@ public:
     std::uint64_t length() const noexcept { return length_; }
     std::uint64_t key() const noexcept { return key_; }
     std::uint8_t flags() const noexcept { return flags_; }
+    /// The empty descriptor, "no region" (RemoteRegion{}).
+    bool empty() const noexcept { return length_ == 0; }
     bool is_readable() const noexcept { return flags_ & readable; }
     bool is_writable() const noexcept { return flags_ & writable; }
 

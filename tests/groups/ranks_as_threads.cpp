@@ -116,6 +116,49 @@ TEST_CASE("group: a rank that never joins is named by the others' timeout, and b
     }
 }
 
+TEST_CASE("group: a rank with nothing to expose gives the empty RemoteRegion to all_gather; "
+          "every rank gets it as no region, and the others' regions work",
+          "[group]")
+{
+    auto store = std::make_shared<MemoryStore>();
+    Options o;
+    o.provider = "tcp";
+    o.node = test::test_address();
+    constexpr std::uint32_t n = 3;
+    on_threads(n, [&](std::size_t me) {
+        Group g = Group::join(store, static_cast<std::uint32_t>(me), n, o, soon(60s));
+        // Rank 1 only reads: it exposes nothing.
+        auto mr = g.node().allocate(64, Access::remote_read_write);
+        std::memset(mr->data(), static_cast<int>(0x10 + me), 64);
+        const RemoteRegion mine = me == 1 ? RemoteRegion{} : mr->remote();
+        const auto regions = g.all_gather(mine, soon(60s));
+        if (regions.size() != n || !regions[1].empty() || regions[0].empty() || regions[2].empty())
+            throw std::runtime_error(fmt::format("rank {}: rank 1's region is not the empty one", me));
+        try {
+            (void)regions[1].read_address(0, 8);
+            throw std::runtime_error("a read through the empty region would be posted");
+        } catch (const UsageError& e) {
+            if (std::string(e.what()).find("empty RemoteRegion") == std::string::npos)
+                throw;
+        }
+        auto sink = g.node().allocate(64, Access::local);
+        int ctx = 0;
+        if (me == 1) { // reads rank 0's and 2's, then tells each it is done
+            for (const std::uint32_t r : {0u, 2u}) {
+                g.node().read(g.peer(r), sink->slice(0, 64), regions[r], 0, &ctx);
+                (void)g.node().wait(&ctx, soon());
+                if (sink->data()[63] != std::byte(0x10 + r))
+                    throw std::runtime_error(fmt::format("rank {}'s bytes are wrong", r));
+                g.node().write_notify(g.peer(r), sink->slice(0, 8), regions[r], 0, 7, &ctx);
+                (void)g.node().wait(&ctx, soon());
+            }
+        } else { // drives its Node (the target of a read on tcp) until rank 1 is done
+            (void)g.node().wait_for(Op::notify, g.peer(1), soon(60s));
+        }
+        g.barrier(soon(60s));
+    });
+}
+
 TEST_CASE("group: neighbours of each topology, and the rank of each peer", "[group]")
 {
     auto store = std::make_shared<MemoryStore>();

@@ -6,9 +6,12 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "support/cases.hpp"
 
@@ -188,4 +191,112 @@ TEST_CASE("misuse: where RDM reconnects behind a refusal, it may be lost when th
     else
         CHECK(reported);
     CHECK(all_equal(writable->data(), 4096, std::byte{0x33}));
+}
+
+TEST_CASE("misuse: a refused write that the provider answers by closing the connection is told "
+          "as refused, not as a lost peer, and the next operation works",
+          "[matrix][edges][revoke][privilege]")
+{
+    // tcp completes a write on send; its target refuses a bad key or range by
+    // closing the connection. The peer is alive: the refusal is reported by
+    // the next operation, naming the write, and the one after it reconnects.
+    const test::Case c = GENERATE(test::Case{"tcp", EndpointKind::msg},
+                                  test::Case{"net", EndpointKind::msg});
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    auto p = test::connect_pair(c);
+    auto ro = p.expose(4096, Access::remote_read);
+    auto rw = p.expose(4096, Access::remote_read_write);
+    auto gone = p.expose(4096, Access::remote_read_write);
+    std::memset(ro->data(), 0x33, 4096);
+    std::memset(rw->data(), 0x33, 4096);
+    std::memset(gone->data(), 0x33, 4096);
+    const RemoteRegion r = ro->remote();
+    const RemoteRegion g = gone->remote();
+    const RemoteRegion w = rw->remote();
+    REQUIRE(gone->revoke());
+    auto src = p.exposed.emplace_back(p.client.allocate(4096, Access::local));
+    auto back = p.exposed.emplace_back(p.client.allocate(4096, Access::local));
+    std::memset(src->data(), 0x44, 4096);
+    const test::Target passive([&](const std::atomic<bool>& done) {
+        while (!done)
+            p.server.node().progress();
+    });
+    struct Bad {
+        const char* what;
+        RemoteRegion region;
+    };
+    const Bad cases[] = {
+        {"a read-only region's descriptor forged writable",
+         RemoteRegion(r.base(), r.length(), r.key(), r.flags() | RemoteRegion::writable)},
+        {"a write after the target's revoke()", g},
+        {"a forged huge length", RemoteRegion(w.base(), std::uint64_t{1} << 40, w.key(), w.flags())},
+    };
+    for (const Bad& bad : cases) {
+        INFO(bad.what);
+        int ctx = 0;
+        const std::size_t len = &bad == &cases[2] ? 4096 : 64;
+        const std::uint64_t off = &bad == &cases[2] ? (std::uint64_t{1} << 39) : 0;
+        std::optional<Error> said;
+        try {
+            p.client.write(src->slice(0, len), bad.region, off, &ctx);
+            (void)p.client.wait(&ctx, soon());
+            // The refusal comes back as the connection closing: the next
+            // operation says so (within a second: the Node reads its events).
+            for (const auto until = Clock::now() + 5s; Clock::now() < until && !said;) {
+                try {
+                    p.client.read(back->slice(0, 8), w, 0, &ctx);
+                    (void)p.client.wait(&ctx, soon());
+                    std::this_thread::sleep_for(10ms);
+                } catch (const Error& e) {
+                    said = e;
+                }
+            }
+        } catch (const Error& e) {
+            said = e;
+        }
+        REQUIRE(said);
+        INFO(said->what());
+        CHECK_FALSE(said->peer_lost());
+        CHECK_THAT(said->what(), Catch::Contains("refuse"));
+        CHECK_THAT(said->what(), Catch::Contains(fmt::format("{:#x}", bad.region.key())));
+        CHECK_FALSE(p.client.node().is_lost(p.client.peer_id()));
+        // The next operations work: a write and a read of it.
+        std::memset(src->data(), 0x55, 64);
+        p.client.write(src->slice(0, 64), w, 128, &ctx);
+        (void)p.client.wait(&ctx, soon());
+        p.client.read(back->slice(0, 64), w, 128, &ctx);
+        (void)p.client.wait(&ctx, soon());
+        CHECK(all_equal(back->data(), 64, std::byte{0x55}));
+        std::memset(src->data(), 0x44, 4096);
+    }
+    // The refused writes touched nothing.
+    CHECK(all_equal(ro->data(), 4096, std::byte{0x33}));
+    CHECK(all_equal(gone->data(), 4096, std::byte{0x33}));
+    CHECK(all_equal(rw->data(), 128, std::byte{0x33}));
+    CHECK(all_equal(rw->data() + 192, 4096 - 192, std::byte{0x33}));
+}
+
+TEST_CASE("misuse: on shm, which checks no bounds, a forged out-of-range write fails naming the "
+          "cause, not a bare I/O error",
+          "[matrix][edges][privilege]")
+{
+    const test::Case c{"shm", EndpointKind::rdm};
+    WEFT_REQUIRE_CELL(c);
+    auto p = test::connect_pair(c);
+    auto target = p.expose(4096, Access::remote_read_write);
+    const RemoteRegion w = target->remote();
+    // A descriptor claiming 1 TiB: the kernel's copy reaches unmapped memory.
+    const RemoteRegion forged(w.base(), std::uint64_t{1} << 40, w.key(), w.flags());
+    auto src = p.exposed.emplace_back(p.client.allocate(65536, Access::local));
+    int ctx = 0;
+    try {
+        p.client.write(src->all(), forged, std::uint64_t{1} << 39, &ctx);
+        (void)p.client.wait(&ctx, soon());
+        FAIL("a write to unmapped memory of the target completed");
+    } catch (const Error& e) {
+        INFO(e.what());
+        CHECK_FALSE(e.peer_lost());
+        CHECK_THAT(e.what(), Catch::Contains("outside the memory the target process has mapped"));
+    }
 }

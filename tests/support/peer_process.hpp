@@ -35,6 +35,8 @@ public:
     std::uint16_t port() const { return port_; }
     pid_t pid() const { return process_.pid(); }
     const std::string& first_line() const { return first_line_; }
+    /// The process itself: its output, its end.
+    Process& process() { return process_; }
 
 private:
     static Command command(const std::string& path, const std::vector<std::string>& args)

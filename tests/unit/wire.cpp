@@ -118,6 +118,15 @@ TEST_CASE("RemoteRegion::decode names each defect", "[unit][wire][bad-input]")
         reseal(w);
         CHECK_THAT(decode_error(w), Catch::Contains("zero length"));
     }
+    SECTION("the empty descriptor is a value: no region, refused at every access")
+    {
+        const auto w = RemoteRegion{}.encode();
+        const RemoteRegion none = RemoteRegion::decode(w);
+        CHECK(none == RemoteRegion{});
+        CHECK(none.empty());
+        CHECK_THROWS_WITH(none.write_address(0, 1), Catch::Contains("empty RemoteRegion"));
+        CHECK_THROWS_WITH(none.read_address(0, 0), Catch::Contains("empty RemoteRegion"));
+    }
     SECTION("overflowing range")
     {
         auto w = RemoteRegion(~0ull - 10, 100, 5, RemoteRegion::readable).encode();

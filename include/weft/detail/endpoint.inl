@@ -46,12 +46,13 @@ template <auto Fn, class... A>
     if (src.len - 1 >= max_transfer_) [[unlikely]]
         if (odd_length("write", Op::write, src.len, context))
             return;
+    last_write_ = {dst, offset, src.len};
+    q_->keep_source(src); // checked for an inject too (revoked, another Node's)
     if (src.len <= inject_size_) {
         post<fi_inject_write>("fi_inject_write", peer.addr, src.addr, src.len, peer.addr, addr, dst.key());
         complete_locally(Op::write, context, src.len);
         return;
     }
-    q_->keep_source(src);
     post<fi_write>("fi_write", peer.addr, src.addr, src.len, src.desc, peer.addr, addr, dst.key(), context);
     ++q_->in_flight_;
 }
@@ -87,10 +88,12 @@ template <auto Fn, class... A>
     const std::uint64_t addr = dst.write_address(offset, src.len);
     if (src.len > max_transfer_) [[unlikely]]
         (void)odd_length("write_notify", Op::write, src.len, context);
+    last_write_ = {dst, offset, src.len};
     if (framed_) [[unlikely]] { // no CQ data: a write and a message
         write_notify_framed(src, addr, dst.key(), value, context, peer);
         return;
     }
+    q_->keep_source(src);
     if (src.len <= inject_size_) {
         post<fi_inject_writedata>("fi_inject_writedata", peer.addr, src.addr, src.len, value | notify_bits_,
                                   peer.addr, addr, dst.key());
@@ -99,7 +102,6 @@ template <auto Fn, class... A>
             unflushed_peers_.push_back(peer.addr);                // (Quirks)
         return;
     }
-    q_->keep_source(src);
     post<fi_writedata>("fi_writedata", peer.addr, src.addr, src.len, src.desc, value | notify_bits_,
                        peer.addr, addr, dst.key(), context);
     ++q_->in_flight_;
