@@ -53,8 +53,10 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
         // wait's ("node sleep: a sleeping wait woken by its completion does not nap").
         if (n > 0)
             naps_ = 0;
-        else if (std::exchange(woke_at_once, false) && ++naps_ >= 2)
+        else if (std::exchange(woke_at_once, false) && ++naps_ >= 2) {
+            ++naps_taken_;
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         std::size_t hit = n;
         for (std::size_t i = 0; i < n; ++i) {
             if (hit == n && pred(got[i]))

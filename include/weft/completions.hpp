@@ -117,6 +117,9 @@ public:
     /// arrives (-1 otherwise), and whether nothing is pending so the caller
     /// may sleep on it now (fi_trywait).
     int fd() const noexcept { return cq_->fd(); }
+    /// Waiting::sleep: the 1 ms naps its waits took so far (two sleeps in a
+    /// row that returned at once to nothing: a descriptor that does not hold).
+    std::uint64_t naps() const noexcept { return naps_taken_; }
     bool trywait() noexcept { return deferred_.empty() && lent_.empty() && cq_->trywait(); }
 
     const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
@@ -307,6 +310,7 @@ private:
     std::uint32_t stash_spins_ = 0;        // empty stashes, for yielding in the endpoints' waits
     std::uint32_t idle_every_ = clock_every; // a wait's empty polls between its idle checks, less one
     std::uint32_t naps_ = 0;               // sleeps in a row that returned at once to nothing
+    std::uint64_t naps_taken_ = 0;         // 1 ms naps taken since the queue opened
     bool notify_peer_bits_ = false;        // a notification's data >> 32 is its PeerId
     std::vector<PeerId> peer_of_addr_;
     bool tagged_notify_ = false;

@@ -169,6 +169,7 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
         }
     });
     auto src = peer.allocate(8, Access::local);
+    const std::uint64_t naps_before = peer.completions().naps();
     std::vector<Clock::duration> round_trips;
     int ctx = 0;
     for (int i = 0; i < rounds; ++i) {
@@ -181,14 +182,17 @@ TEST_CASE("node sleep: a sleeping wait woken by its completion does not nap", "[
         REQUIRE(pong.data == static_cast<std::uint32_t>(i));
     }
     REQUIRE(echo.finish().empty());
+    const std::uint64_t naps = peer.completions().naps() - naps_before;
     std::ranges::sort(round_trips);
     const auto median = round_trips[rounds / 2];
     const double us = std::chrono::duration<double, std::micro>(median).count();
-    WARN(c.label() << ": median round trip of two sleeping Nodes " << us << " us");
-    // net: sleeps return at once to nothing, and nap. sockets: every hop also waits for the
-    // provider's own progress thread, asleep once idle (FI_SOCKETS_PE_WAITTIME=0, weft's
-    // default): on 2 busy cores (the tests run 2 at a time) a hop can take time slices,
-    // 2-12 ms, whether that thread sleeps or spins 10 ms as libfabric's default has it.
-    if (!q.wait_fd_stays_readable && c.provider != "sockets")
-        CHECK(median < 1ms);
+    WARN(c.label() << ": median round trip of two sleeping Nodes " << us << " us, " << naps
+                   << " naps of 1 ms in " << rounds << " rounds");
+    // What is checked is the naps themselves, not the time (a round trip on siw under
+    // the lab's emulation is 0.6-1.3 ms without any): the waits were woken by their
+    // completions, so they did not nap (the confusion napped every wait: 400 naps here;
+    // a few are allowed for a descriptor that once says "poll first" with nothing to read).
+    // net's sleeps return at once to nothing, and nap.
+    if (!q.wait_fd_stays_readable)
+        CHECK(naps <= rounds / 20);
 }
