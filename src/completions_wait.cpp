@@ -37,9 +37,9 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             return take(c);
         }
     std::uint32_t spins = 0;
-    // Waiting::adaptive: a spin's worth of empty polls (clock_every), then
-    // Waiting::yield's rhythm for the rest of this wait.
-    std::uint32_t every = idle_every_;
+    // Waiting::adaptive: adaptive_spins empty polls, then Waiting::yield's
+    // rhythm for the rest of this wait.
+    std::uint32_t every = adaptive_ ? adaptive_spins : idle_every_;
     bool yielding = yielding_;
     bool woke_at_once = false; // the last sleep returned within 50 us
     for (;;) {

@@ -234,6 +234,8 @@ private:
     /// of fast polls between checks: a clock read is a system call where the
     /// clock source has no vDSO (the lab's TCG guest; QUIRKS.md has the costs).
     static constexpr std::uint32_t clock_every = 1023;
+    /// Waiting::adaptive: empty polls a wait spins before it starts yielding (less one).
+    static constexpr std::uint32_t adaptive_spins = 127;
     /// Waiting::yield: empty polls between two yields of the core (less one).
     static constexpr std::uint32_t yield_every = 15;
     /// The fast paths' precondition: nothing lent out, no credit flow control

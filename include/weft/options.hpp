@@ -48,11 +48,11 @@ enum class Waiting : std::uint8_t {
     /// on a machine, as Open MPI's yield_when_idle), where a spinning waiter
     /// would keep the very rank it waits for off the CPU.
     yield,
-    /// Spin first, then yield: each wait spins as Waiting::spin for about
-    /// 1,000 empty polls (tens of microseconds, longer than a loopback round
-    /// trip), then gives the core away every 16 polls as Waiting::yield. A
-    /// waiter in a pair with cores to spare never yields; one of more busy
-    /// processes than cores does not keep the process it waits for off the CPU.
+    /// Spin first, then yield: each wait spins as Waiting::spin for 128 empty
+    /// polls (a few microseconds), then gives the core away every 16 polls as
+    /// Waiting::yield. Where cores are to spare a yield returns at once; where
+    /// busy processes outnumber cores, a waiter does not keep the process it
+    /// waits for off the CPU.
     adaptive,
 };
 
