@@ -368,7 +368,7 @@ std::size_t Completions::absorb(const Error& e)
     const auto* tag = static_cast<const detail::Tag*>(e.context());
     absorbed_ = true;
     ++absorptions_;
-    if (tag->owner == nullptr)
+    if (tag->owner == nullptr || tag->owner->closed())
         return 0; // an entry of a closed endpoint (cancelled at close): nobody's
     if (tag->owner->peer_) {
         // A connection that never came up (an attempt refused when two Nodes

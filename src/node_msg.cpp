@@ -216,6 +216,7 @@ void Node::drop(PeerId peer)
     by_fid_.erase(e.fid);
     e.ep->close();
     e.ep.reset();
+    q_->forget_broken(peer); // the closed connection's cancelled receives
     routes_[peer.index] = {};
     e.state = PeerEntry::State::added;
     e.established = false;

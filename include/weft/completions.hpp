@@ -161,6 +161,12 @@ private:
     /// Peers whose weft-internal operations failed since the last call, with why.
     std::vector<std::pair<PeerId, std::string>> take_broken() { return std::exchange(broken_, {}); }
     bool any_broken() const noexcept { return !broken_.empty(); }
+    /// Forgets what `peer`'s endpoint reported before it was closed on purpose
+    /// (Node::drop): its cancelled receives are not the next connection's.
+    void forget_broken(PeerId peer)
+    {
+        std::erase_if(broken_, [&](const auto& b) { return b.first == peer; });
+    }
     PeerId tagged_peer(std::uint64_t data) const
     {
         const auto it = peer_of_tag_.find(static_cast<std::uint32_t>(data >> 32));
