@@ -52,7 +52,7 @@ std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> d
     if (ret != 0 && sleepable)
         throw UsageError("fi_cq_open", ret, std::string(domain->provider()),
                          fmt::format("{} offers no file descriptor to sleep on (FI_WAIT_FD): "
-                                     "use Waiting::spin with it",
+                                     "use Waiting::adaptive (the default) with it",
                                      domain->provider()));
     detail::check(ret, "fi_cq_open", domain->provider(),
                   size ? fmt::format("asked for {} entries", size) : std::string{});
@@ -61,7 +61,7 @@ std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> d
     if (sleepable && fi_control(&raw->fid, FI_GETWAIT, &cq->fd_) != 0)
         throw UsageError("fi_control(FI_GETWAIT)", -FI_ENOSYS, std::string(cq->domain_->provider()),
                          fmt::format("{} gives no file descriptor to sleep on: use "
-                                     "Waiting::spin with it",
+                                     "Waiting::adaptive (the default) with it",
                                      cq->domain_->provider()));
     return cq;
 }
