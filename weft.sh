@@ -27,7 +27,7 @@ root=$PWD
 build=${WEFT_BUILD_DIR:-$root/build}
 export DEBIAN_FRONTEND=noninteractive
 
-# Everything weft builds with, from Debian's archive (see README: Dependencies).
+# Everything weft builds with, from Debian's archive (see docs/building.md: Dependencies).
 # mount (Priority: required, but not in a container's minimal root): the fabric
 # lab's guest mounts its file systems with it, and `weft doctor`'s tests their
 # mount namespaces.
@@ -45,7 +45,7 @@ packages=(build-essential cmake pkg-config git
 # never locked at exit, tests/tsan.supp's suppression does not match, and
 # every TSan test fails at exit.
 test_packages=(clang libclang-rt-14-dev openmpi-bin etcd-server slurm-wlm munge libc6-dbg)
-# For `./weft.sh bench` only: what the benchmarks run beside weft (README: Benchmarks).
+# For `./weft.sh bench` only: what the benchmarks run beside weft (bench/README.md).
 bench_packages=(libfabric-bin ucx-utils iperf3 valgrind redis-server redis-tools fio
                 openmpi-bin libopenmpi-dev python3)
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "child.hpp"
-#include "weft/detail/fd.hpp"
+#include "weft/base/detail/fd.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::peers {

@@ -10,10 +10,10 @@
 // calls (its keys are all there then, and every rank's barriers meet at
 // once), so the replay's time is what the store itself costs, without the
 // waiting for other ranks to start. Rank 0 prints the largest share.
-#include <weft/etcd_store.hpp>
-#include <weft/group.hpp>
-#include <weft/pmix_store.hpp>
-#include <weft/tcp_store.hpp>
+#include <weft/stores/etcd_store.hpp>
+#include <weft/groups/group.hpp>
+#include <weft/stores/pmix_store.hpp>
+#include <weft/stores/tcp_store.hpp>
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/diagnostics.hpp"
+#include "weft/info/diagnostics.hpp"
 
 namespace weft::providers {
 

@@ -10,7 +10,7 @@
 
 #include "traits.hpp"
 #include "check.hpp"
-#include "weft/error.hpp"
+#include "weft/base/error.hpp"
 
 namespace weft::providers {
 

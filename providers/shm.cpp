@@ -24,7 +24,7 @@
 #include "checks.hpp"
 #include "check.hpp"
 #include "traits.hpp"
-#include "weft/error.hpp"
+#include "weft/base/error.hpp"
 
 namespace weft::providers {
 namespace {

@@ -17,9 +17,9 @@
 
 #include <rdma/fabric.h>
 
-#include "weft/completion_queue.hpp"
-#include "weft/diagnostics.hpp"
-#include "weft/info.hpp"
+#include "weft/base/detail/progress_lock.hpp"
+#include "weft/info/diagnostics.hpp"
+#include "weft/info/info.hpp"
 
 namespace weft::providers {
 

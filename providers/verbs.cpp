@@ -23,7 +23,7 @@
 #include "checks.hpp"
 #include "traits.hpp"
 #include "verbs_devices.hpp"
-#include "weft/detail/fd.hpp"
+#include "weft/base/detail/fd.hpp"
 
 namespace weft::providers {
 namespace {

@@ -143,7 +143,7 @@ void verbs_checks(const CheckOptions&, std::vector<Finding>& out)
     if (iwarp)
         // Hardware iWARP reserves its rdma_cm ports through iwpmd; siw opts out
         // of the mapper (IW_F_NO_PORT_MAP). Either way weft retries a port that
-        // clashes (src/retry.hpp), so a missing mapper is a note, not a fault.
+        // clashes (src/base/retry.hpp), so a missing mapper is a note, not a fault.
         out.push_back(
             process_running("iwpmd")
                 ? Finding{"iwarp port mapper", Verdict::ok,

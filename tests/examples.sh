@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's library sample is the examples' code, and the examples run:
+# The README's and docs/' code samples are the examples' code, and the
+# examples run:
 #   examples.sh SOURCE_DIR BUILD_DIR
-# 1. every ```cpp block the README introduces with <!-- example: PATH -->
-#    is exactly the file PATH;
+# 1. every ```cpp block README.md or a docs/*.md page introduces with
+#    <!-- example: PATH --> is exactly the file PATH;
 # 2. each lesson that needs no launcher runs on this machine: its server, its
 #    clients against it, every exit status and the lines each promises (lessons
 #    4 and 5 need a launcher or etcd: tests/group*.cpp and tests/service.cpp).
@@ -11,20 +12,25 @@ src=$1
 build=$2
 fail() { echo "examples.sh: $*" >&2; exit 1; }
 
-# 1. README blocks against the files.
+# 1. The README's and docs/ pages' blocks against the files.
 checked=0
-while read -r path; do
-    block=$(awk -v p="<!-- example: $path -->" '
-        $0 == p { want = 1; next }
-        want && /^```cpp$/ { inside = 1; next }
-        inside && /^```$/ { exit }
-        inside { print }' "$src/README.md")
-    [ -n "$block" ] || fail "README has no cpp block after <!-- example: $path -->"
-    diff -u "$src/$path" <(printf '%s\n' "$block") >&2 ||
-        fail "README's copy of $path differs from the file (diff above): update the README"
-    checked=$((checked + 1))
-done < <(sed -n 's/^<!-- example: \(.*\) -->$/\1/p' "$src/README.md")
-[ "$checked" -gt 0 ] || fail "README names no example (<!-- example: PATH -->)"
+for page in "$src/README.md" "$src"/docs/*.md; do
+    name=${page#"$src/"}
+    while read -r path; do
+        block=$(awk -v p="<!-- example: $path -->" '
+            $0 == p { want = 1; next }
+            want && /^```cpp$/ { inside = 1; next }
+            inside && /^```$/ { exit }
+            inside { print }' "$page")
+        [ -n "$block" ] || fail "$name has no cpp block after <!-- example: $path -->"
+        [ -f "$src/$path" ] || fail "$name shows $path, which does not exist"
+        diff -u "$src/$path" <(printf '%s\n' "$block") >&2 ||
+            fail "$name's copy of $path differs from the file (diff above): update $name"
+        checked=$((checked + 1))
+    done < <(sed -n 's/^<!-- example: \(.*\) -->$/\1/p' "$page")
+done
+[ "$checked" -gt 0 ] || fail "README and docs/ name no example (<!-- example: PATH -->)"
+echo "examples.sh: $checked blocks in README.md and docs/ are their files"
 
 # 2. The lessons. Every program runs under timeout: nothing here can hang.
 out=$(mktemp -d)
@@ -90,4 +96,4 @@ for id in 0 1 2 3; do
 done
 finish 03_many_clients
 expect "$out/03_many_clients.server" 'all 4 clients verified'
-echo "examples.sh: $checked README blocks match their files; lessons 1, 2 and 3 ran"
+echo "examples.sh: $checked blocks of README.md and docs/ match their files; lessons 1, 2 and 3 ran"

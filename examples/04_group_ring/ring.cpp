@@ -1,7 +1,7 @@
 // Lesson 4: a group of ranks. Each rank writes a block to its right neighbour (a ring),
 // then to every other rank (a mesh), notifying with its rank; every byte and writer is
 // checked. Launch: mpirun, srun --mpi=pmix, or WEFT_STORE=host:port WEFT_RANK=r WEFT_SIZE=n.
-#include <weft/group.hpp>
+#include <weft/groups/group.hpp>
 
 #include <cstdint>
 #include <iostream>

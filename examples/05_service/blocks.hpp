@@ -1,7 +1,7 @@
 // Lesson 5: what the service and its members share: where etcd is, and the blocks.
 #pragma once
 
-#include <weft/members.hpp>
+#include <weft/groups/members.hpp>
 
 #include <cstdlib>
 #include <functional>

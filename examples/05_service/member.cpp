@@ -1,7 +1,7 @@
 // Lesson 5, member: joins the service as NAME, writes BLOCKS blocks into the inbox the service
 // gave it, each with a notification, and leaves; with "stay" it stays until killed (the
 // service sees it go once its lease expires). Run: weft-service-member NAME [BLOCKS] [stay].
-#include <weft/members.hpp>
+#include <weft/groups/members.hpp>
 
 #include <algorithm>
 #include <iostream>

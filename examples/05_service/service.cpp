@@ -2,7 +2,7 @@
 // joins to the Node and removes each that leaves (its key erased, or expired with its lease);
 // the service gives every member an inbox of its own and checks each block written there.
 // Run: WEFT_ETCD=127.0.0.1:2379 weft-service (until Ctrl-C), then weft-service-member NAMEs.
-#include <weft/members.hpp>
+#include <weft/groups/members.hpp>
 
 #include <csignal>
 #include <cstdlib>

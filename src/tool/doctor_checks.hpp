@@ -3,7 +3,7 @@
 // supply their own (weft::provider_checks).
 #pragma once
 
-#include "weft/diagnostics.hpp"
+#include "weft/info/diagnostics.hpp"
 
 namespace weft::tool::doctor_checks {
 

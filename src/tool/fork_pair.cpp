@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "child.hpp"
-#include "weft/deadline.hpp"
+#include "weft/base/deadline.hpp"
 
 namespace weft::tool {
 

@@ -28,7 +28,7 @@ int doctor(const DoctorOptions& options);
 struct StoreOptions {
     std::string listen; ///< "[host:]port"
 };
-/// Serves a TCP store (weft/tcp_store.hpp) until SIGINT or SIGTERM.
+/// Serves a TCP store (weft/stores/tcp_store.hpp) until SIGINT or SIGTERM.
 int store(const StoreOptions& options);
 
 } // namespace weft::tool

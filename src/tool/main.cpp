@@ -11,7 +11,7 @@
 #include "info.hpp"
 #include "weft_ends.hpp"
 #include "pingpong.hpp"
-#include "weft/version.hpp"
+#include "weft/base/version.hpp"
 
 namespace {
 

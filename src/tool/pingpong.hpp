@@ -12,7 +12,7 @@
 #include <string>
 
 
-#include "weft/select.hpp"
+#include "weft/select/select.hpp"
 
 namespace CLI {
 class App;

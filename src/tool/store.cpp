@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "socket.hpp"
-#include "weft/tcp_store.hpp"
+#include "weft/stores/tcp_store.hpp"
 
 namespace weft::tool {
 

@@ -18,9 +18,9 @@
 #include "side_wire.hpp"
 #include "support/raw_side.hpp"
 #include "support/sockets.hpp"
-#include "weft/bootstrap.hpp"
-#include "weft/connection.hpp"
-#include "weft/error.hpp"
+#include "weft/bootstrap/bootstrap.hpp"
+#include "weft/peers/connection.hpp"
+#include "weft/base/error.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -60,7 +60,7 @@ TEST_CASE("faults: a peer killed mid-stream: the initiator gets a clear error in
         // The stream runs on its own thread, which owns what it touches: on
         // shm, a peer killed while it held the lock of its shared queue leaves
         // libfabric 1.17 spinning forever in the initiator's next call
-        // (measured; README's quirks table). No deadline can reach a thread
+        // (measured; providers/QUIRKS.md). No deadline can reach a thread
         // inside the provider, so the test tells that case from a hang of
         // weft's own and keeps the stuck thread's objects alive for good.
         struct Stream {

@@ -14,9 +14,9 @@
 #include <span>
 
 #include "offer.hpp"
-#include "weft/bootstrap.hpp"
-#include "weft/error.hpp"
-#include "weft/remote_region.hpp"
+#include "weft/bootstrap/bootstrap.hpp"
+#include "weft/base/error.hpp"
+#include "weft/fabric/remote_region.hpp"
 
 namespace {
 

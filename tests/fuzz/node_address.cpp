@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "weft/error.hpp"
-#include "weft/node_address.hpp"
+#include "weft/base/error.hpp"
+#include "weft/peers/node_address.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <span>
 
-#include "weft/error.hpp"
-#include "weft/remote_region.hpp"
+#include "weft/base/error.hpp"
+#include "weft/fabric/remote_region.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {

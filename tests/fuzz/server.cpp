@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Fuzzes the Server's bootstrap engine (src/server.cpp) as a stranger on its
+// Fuzzes the Server's bootstrap engine (src/peers/server.cpp) as a stranger on its
 // port would: the input, after its first byte, is everything the stranger
 // sends, then it closes. The first byte picks a Server with or without a
 // shared secret. Each input must end as one more rejection (the engine
@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "support/sockets.hpp"
-#include "weft/connection.hpp"
-#include "weft/error.hpp"
+#include "weft/peers/connection.hpp"
+#include "weft/base/error.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "support/cases.hpp"
 #include "support/etcd.hpp"
 #include "support/skip.hpp"
-#include "weft/members.hpp"
+#include "weft/groups/members.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

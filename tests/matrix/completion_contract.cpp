@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// weft's completion contract, the same on every provider cell (README: "What a
+// weft's completion contract, the same on every provider cell (docs/memory.md: "What a
 // completion means"):
 //  - when a write's or write_notify's completion is reported, a read posted
 //    after it on the same connection returns the written bytes;

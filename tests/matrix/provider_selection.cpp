@@ -8,7 +8,7 @@
 
 #include "support/cases.hpp"
 #include "support/process.hpp"
-#include "weft/node.hpp"
+#include "weft/peers/node.hpp"
 
 using namespace weft;
 

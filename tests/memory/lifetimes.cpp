@@ -18,28 +18,12 @@
 #include <fmt/format.h>
 
 #include "support/cases.hpp"
+#include "support/thrown.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
 using weft::test::soon;
-
-namespace {
-
-/// The message of the `E` that `f` throws, or what went otherwise.
-template <class E, class F>
-std::string thrown(F&& f)
-{
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        return std::string("another exception: ") + e.what();
-    }
-    return "nothing thrown";
-}
-
-} // namespace
+using weft::test::thrown;
 
 TEST_CASE("lifetimes: a region dropped while a read into it is in flight stays until it completes",
           "[lifetimes][rma]")

@@ -19,7 +19,7 @@
 
 #include "support/cases.hpp"
 #include "support/sockets.hpp"
-#include "weft/detail/fd.hpp"
+#include "weft/base/detail/fd.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -92,6 +92,16 @@ test::Target progress_all(std::vector<Connection>& clients)
     });
 }
 
+/// What a server end reads of its client's exposed 4096 B.
+std::vector<std::byte> read_back(Connection& end, const RemoteRegion& theirs)
+{
+    auto sink = end.allocate(4096, Access::local);
+    int ctx = 0;
+    end.read(sink->slice(0, 4096), theirs, 0, &ctx);
+    (void)end.wait(&ctx, soon());
+    return std::vector<std::byte>(sink->data(), sink->data() + 4096);
+}
+
 constexpr std::uint32_t per_client = 64;
 
 /// Client `id`'s k-th value: its id and the sequence number.
@@ -197,13 +207,7 @@ TEST_CASE("server: closing one Connection ends that client only", "[server][clos
     auto& [ends, clients] = x.pair;
     auto& theirs = x.theirs;
     const test::Target passive = progress_all(clients);
-    auto read_all = [&](std::size_t j) {
-        auto sink = ends[j].allocate(4096, Access::local);
-        int ctx = 0;
-        ends[j].read(sink->slice(0, 4096), theirs[j], 0, &ctx);
-        (void)ends[j].wait(&ctx, soon());
-        return std::vector<std::byte>(sink->data(), sink->data() + 4096);
-    };
+    auto read_all = [&](std::size_t j) { return read_back(ends[j], theirs[j]); };
     std::vector<std::vector<std::byte>> before;
     for (std::size_t j = 0; j < ends.size(); ++j)
         before.push_back(read_all(j));
@@ -229,13 +233,7 @@ TEST_CASE("server: closing one client's endpoint is refused where the clients sh
     auto& [ends, clients] = x.pair;
     auto& theirs = x.theirs;
     const test::Target passive = progress_all(clients);
-    auto read_all = [&](std::size_t j) {
-        auto sink = ends[j].allocate(4096, Access::local);
-        int ctx = 0;
-        ends[j].read(sink->slice(0, 4096), theirs[j], 0, &ctx);
-        (void)ends[j].wait(&ctx, soon());
-        return std::vector<std::byte>(sink->data(), sink->data() + 4096);
-    };
+    auto read_all = [&](std::size_t j) { return read_back(ends[j], theirs[j]); };
     std::vector<std::vector<std::byte>> before;
     for (std::size_t j = 0; j < ends.size(); ++j)
         before.push_back(read_all(j));

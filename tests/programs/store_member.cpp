@@ -19,9 +19,9 @@
 
 #include <fmt/format.h>
 
-#include "weft/etcd_store.hpp"
-#include "weft/store.hpp"
-#include "weft/tcp_store.hpp"
+#include "weft/stores/etcd_store.hpp"
+#include "weft/stores/store.hpp"
+#include "weft/stores/tcp_store.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -23,8 +23,8 @@
 
 #include <fmt/format.h>
 
-#include "weft/error.hpp"
-#include "weft/group.hpp"
+#include "weft/base/error.hpp"
+#include "weft/groups/group.hpp"
 
 using namespace std::chrono_literals;
 

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "support/every_store.hpp"
-#include "weft/error.hpp"
+#include "weft/base/error.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -26,10 +26,10 @@
 #include "support/sockets.hpp"
 #include "support/temp_dir.hpp"
 #include "support/threads.hpp"
-#include "weft/error.hpp"
-#include "weft/etcd_store.hpp"
-#include "weft/store.hpp"
-#include "weft/tcp_store.hpp"
+#include "weft/base/error.hpp"
+#include "weft/stores/etcd_store.hpp"
+#include "weft/stores/store.hpp"
+#include "weft/stores/tcp_store.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

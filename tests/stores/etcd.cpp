@@ -18,8 +18,8 @@
 #include "support/etcd.hpp"
 #include "support/peer_process.hpp"
 #include "support/skip.hpp"
-#include "weft/error.hpp"
-#include "weft/etcd_store.hpp"
+#include "weft/base/error.hpp"
+#include "weft/stores/etcd_store.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "support/cases.hpp"
-#include "weft/endpoint.hpp"
-#include "weft/detail/fid.hpp"
+#include "weft/fabric/endpoint.hpp"
+#include "weft/base/detail/fid.hpp"
 
 namespace {
 

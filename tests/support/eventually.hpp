@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "weft/deadline.hpp"
+#include "weft/base/deadline.hpp"
 
 namespace weft::test {
 

@@ -10,9 +10,9 @@
 
 #include "support/etcd.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/etcd_store.hpp"
-#include "weft/store.hpp"
-#include "weft/tcp_store.hpp"
+#include "weft/stores/etcd_store.hpp"
+#include "weft/stores/store.hpp"
+#include "weft/stores/tcp_store.hpp"
 
 namespace weft::test {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // How tests start a process: weft's one way (detail::Child::spawn,
-// src/child.hpp) with its arguments, additions to the environment and a
+// src/base/child.hpp) with its arguments, additions to the environment and a
 // working directory, its output (stdout, and stderr unless asked otherwise) in
 // a log file of its own. Then: its first line (a peer's "PORT n",
 // support/peer_process.hpp), its output so far or once it ended (group ranks,
@@ -27,7 +27,7 @@
 
 #include "child.hpp"
 #include "support/eventually.hpp"
-#include "weft/deadline.hpp"
+#include "weft/base/deadline.hpp"
 
 namespace weft::test {
 
@@ -206,6 +206,28 @@ inline Ran run_shell(const std::string& line, Clock::duration limit = std::chron
     Command c = shell(line);
     c.stderr_to_log = false;
     return run(std::move(c), limit, "sh");
+}
+
+/// How a program run through sh ended: its exit status (-1 when a signal
+/// killed it: sh reports 128 + the signal) and what it wrote to stdout.
+struct Exit {
+    int status = -1;
+    std::string out;
+};
+
+/// Runs a shell command line to its end: how it exited, and its stdout.
+inline Exit exit_of(const std::string& line)
+{
+    const Ran ran = run_shell(line);
+    return {ran.status < 128 ? ran.status : -1, ran.output};
+}
+
+/// Runs `program` with `args` through sh, its streams as `redirect` says
+/// ("2>&1": both captured).
+inline Exit run_program(const std::string& program, const std::string& args,
+                        const std::string& redirect = "2>&1")
+{
+    return exit_of(program + " " + args + " " + redirect);
 }
 
 /// Whether a shell command line succeeds (its output discarded).

@@ -2,7 +2,7 @@
 // The side channel's wire from the outside, for its tests: a listener whose
 // first channel a function serves, a raw TCP server that runs a script on its
 // first connection, hand-made frames (an oracle written apart from
-// src/side_wire.cpp), and the error a connect ends with.
+// src/bootstrap/side_wire.cpp), and the error a connect ends with.
 #pragma once
 
 #include <arpa/inet.h>
@@ -22,9 +22,9 @@
 #include <catch2/catch.hpp>
 
 #include "side_wire.hpp"
-#include "weft/bootstrap.hpp"
-#include "weft/detail/fd.hpp"
-#include "weft/error.hpp"
+#include "weft/bootstrap/bootstrap.hpp"
+#include "weft/base/detail/fd.hpp"
+#include "weft/base/error.hpp"
 
 namespace weft::test {
 

@@ -27,7 +27,7 @@
 #include "random.hpp"
 #include "sockets.hpp"
 #include "temp_dir.hpp"
-#include "weft/deadline.hpp"
+#include "weft/base/deadline.hpp"
 
 namespace weft::test {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "random.hpp"
-#include "weft/bootstrap.hpp"
+#include "weft/bootstrap/bootstrap.hpp"
 
 namespace weft::test {
 

@@ -24,17 +24,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-    int status = -1; ///< the exit status; -1 when killed by a signal
-    std::string out;
-};
+using Run = weft::test::Exit;
 
 /// Runs `args` after the CLI through sh, its stderr as `redirect` says.
 Run cli(const std::string& args, const std::string& redirect = "2>&1")
 {
-    const weft::test::Ran ran =
-        weft::test::run_shell(std::string(WEFT_CLI_PATH) + " " + args + " " + redirect);
-    return {ran.status < 128 ? ran.status : -1, ran.output};
+    return weft::test::run_program(WEFT_CLI_PATH, args, redirect);
 }
 
 std::string contents(const fs::path& p)

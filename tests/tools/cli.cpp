@@ -23,24 +23,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-    int status = -1; ///< the exit status; -1 when killed by a signal
-    std::string out;
-};
+using Run = weft::test::Exit;
 
 /// Runs a shell command line; what its standard output got.
 Run shell(const std::string& line)
 {
-    const weft::test::Ran ran = weft::test::run_shell(line);
-    // sh reports a child killed by a signal as 128 + the signal.
-    return {ran.status < 128 ? ran.status : -1, ran.output};
+    return weft::test::exit_of(line);
 }
 
 /// Runs `args` after the CLI through sh; `redirect` says where its streams go
 /// ("2>&1": both captured).
 Run cli(const std::string& args, const std::string& redirect = "2>&1")
 {
-    return shell(std::string(WEFT_CLI_PATH) + " " + args + " " + redirect);
+    return weft::test::run_program(WEFT_CLI_PATH, args, redirect);
 }
 
 /// The last line of `text` that parses as JSON.

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "weft/crc32c.hpp"
+#include "weft/base/crc32c.hpp"
 
 using namespace weft;
 

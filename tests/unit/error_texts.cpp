@@ -6,8 +6,8 @@
 #include <rdma/fi_errno.h>
 
 #include "check.hpp"
-#include "weft/error.hpp"
-#include "weft/info.hpp"
+#include "weft/base/error.hpp"
+#include "weft/info/info.hpp"
 
 using namespace weft;
 

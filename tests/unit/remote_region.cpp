@@ -5,8 +5,8 @@
 
 #include <rdma/fi_errno.h>
 
-#include "weft/error.hpp"
-#include "weft/remote_region.hpp"
+#include "weft/base/error.hpp"
+#include "weft/fabric/remote_region.hpp"
 
 using namespace weft;
 

@@ -11,9 +11,9 @@
 
 #include <rdma/fi_errno.h>
 
-#include "weft/error.hpp"
-#include "weft/node_address.hpp"
-#include "weft/remote_region.hpp"
+#include "weft/base/error.hpp"
+#include "weft/peers/node_address.hpp"
+#include "weft/fabric/remote_region.hpp"
 #include "wire.hpp"
 
 using namespace weft;

@@ -21,7 +21,7 @@
 // Every rank holds the sum at the end.
 #pragma once
 
-#include <weft/group.hpp>
+#include <weft/groups/group.hpp>
 
 #include <algorithm>
 #include <bit>

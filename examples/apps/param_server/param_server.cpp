@@ -5,7 +5,7 @@
 // is an exact sum, checked by every worker after every round. Launch as a group:
 //   mpirun -np 5 weft-param-server [FLOATS] [ROUNDS] [--yield] [--csv]
 // Rank 0 prints rounds per second and the bytes each worker moved per second.
-#include <weft/group.hpp>
+#include <weft/groups/group.hpp>
 
 #include <chrono>
 #include <cstdlib>

@@ -14,8 +14,8 @@
 #include <vector>
 
 
-#include "weft/bootstrap.hpp"
-#include "weft/info.hpp"
+#include "weft/bootstrap/bootstrap.hpp"
+#include "weft/info/info.hpp"
 
 namespace CLI {
 class App;

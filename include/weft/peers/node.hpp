@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/// @brief One process on one fabric, for any number of peers: one domain, one
+/// completion queue (one progress thread at most) and, for MSG, one event
+/// queue, whatever the number of peers.
+///
+///     auto node = weft::Node::open(options);           // chooses the provider, says why
+///     send node->address().encode() to the peers, and learn theirs (a store, a server...)
+///     weft::PeerId p = node->add_peer(weft::NodeAddress::decode(bytes));
+///     auto mr = node->allocate(1 << 20, weft::Access::remote_write); // for every peer
+///     node->write_notify(p, src, their_region, 0, 42, &ctx);
+///     weft::Completion c = node->wait_for(weft::Op::notify, weft::Deadline::after(5s));
+///     c.peer: which peer's notification it is
+///
+/// RDM: one endpoint and its address vector (FI_AV_TABLE); a peer is an
+/// address-vector entry (add_peer sends nothing), and the provider names the
+/// source of what arrives (FI_SOURCE). Both sides add each other before
+/// traffic. MSG: one endpoint per peer, bound to the Node's queues, connected
+/// on first use (or eagerly with connect()); the Node's listener accepts the
+/// peers that connect to it, known or not; two Nodes that connect to each
+/// other at once keep one connection (the lower instance's).
+///
+/// Memory registered on a Node works with every peer, and a peer that learns
+/// a region's RemoteRegion can reach it (keys are domain-wide): peers that
+/// must not reach each other's memory need Nodes of their own.
+///
+/// A peer is lost when an operation to it fails, its connection breaks, or
+/// the application says so (mark_lost: its side channel closed); lost() lists
+/// them and posting to one throws Error with peer_lost(). The others go on.
+///
+/// Threading: one thread at a time. The data path takes no lock: a call made
+/// while another thread is inside the Node is refused with UsageError (it
+/// never reaches the provider), so misuse is reported, never a crash. A weft
+/// progress thread, when running, only drives the queue.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/fabric/completions.hpp"
+#include "weft/base/detail/fd.hpp"
+#include "weft/fabric/endpoint.hpp"
+#include "weft/fabric/event_queue.hpp"
+#include "weft/fabric/fabric.hpp"
+#include "weft/fabric/listener.hpp"
+#include "weft/peers/node_address.hpp"
+#include "weft/select/select.hpp"
+
+namespace weft {
+
+class Node {
+public:
+    /// Chooses the provider (Selection::report() says why) and opens the
+    /// fabric, domain, queues and the RDM endpoint or MSG listener.
+    static std::shared_ptr<Node> open(const Options& options = {});
+    /// The same provider and endpoint kind as `peer` (joining peers that chose).
+    static std::shared_ptr<Node> open_like(const Options& options, const NodeAddress& peer);
+    /// On a selection made elsewhere (Server chooses for its clients, a client
+    /// selects for the server's address).
+    static std::shared_ptr<Node> open(std::shared_ptr<const Selection> selection);
+    ~Node();
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    const Selection& selection() const noexcept { return *selection_; }
+    const NodeAddress& address() const noexcept { return *address_; }
+    std::string_view provider() const noexcept { return selection_->provider(); }
+    EndpointKind kind() const noexcept { return selection_->kind(); }
+    const std::shared_ptr<Domain>& domain() const noexcept { return domain_; }
+    Completions& completions() noexcept { return *q_; }
+
+    // ---- peers ----
+    /// A peer at `address`: RDM inserts it into the address vector, MSG only
+    /// remembers it. Adding the same Node twice gives the same PeerId.
+    PeerId add_peer(const NodeAddress& address);
+    /// The same, presenting `credential` (at most 32 B) in the MSG connection
+    /// request, for a peer whose Node admits only what its gate lets in.
+    PeerId add_peer(const NodeAddress& address, std::span<const std::byte> credential);
+    /// MSG: who may connect without having been added. Without a gate, any
+    /// weft Node's request is accepted; with one, a request from a Node not
+    /// added here is accepted only when gate(instance, credential) says so.
+    using Gate = std::function<bool(std::uint64_t instance, std::span<const std::byte> credential)>;
+    void admit(Gate gate);
+    /// Ends a peer: its connection closes (MSG) or its entry goes (RDM); later
+    /// posts to it are UsageError. Completions already queued still name it.
+    void remove_peer(PeerId peer);
+    /// Connects now (MSG; RDM: nothing to do) instead of on the first post.
+    void connect(PeerId peer, Deadline deadline);
+    /// The same for many peers at once: every connection is begun, then all
+    /// are awaited (no peer waits for the one before it).
+    void connect(std::span<const PeerId> peers, Deadline deadline);
+    bool connected(PeerId peer) const;
+    /// Peers currently known (added, or connected to this Node), not removed.
+    std::vector<PeerId> peers() const;
+    /// The address a peer was added with (none for a peer that connected first).
+    const NodeAddress* address_of(PeerId peer) const;
+    std::vector<PeerId> lost() const;
+    bool is_lost(PeerId peer) const;
+    /// Records that `peer` is gone (e.g. its side channel closed), with why.
+    void mark_lost(PeerId peer, std::string why);
+    /// Ties `peer` to a descriptor it holds the other end of (its side
+    /// channel): once that end closes (the peer exited, was killed, or closed
+    /// its connection), the peer is lost. Looked at while the Node polls,
+    /// waits or progresses, at most once a millisecond. `fd` stays open until the peer
+    /// is removed.
+    void watch(PeerId peer, int fd);
+    /// MSG: after an operation to `peer` failed because its connection is
+    /// gone (-FI_ECANCELED, -FI_ENOTCONN...) while its side channel is open:
+    /// what this side last wrote to it, the access it most likely refused
+    /// (tcp drops a connection to refuse one), or "" when nothing is known.
+    /// The connection is made again by the next operation; the refusal is
+    /// reported once (here, or by that operation).
+    std::string take_refusal(PeerId peer);
+    /// remove_peer from any thread, at any time: done now when the Node is
+    /// free, else by the next call that enters it (a Connection's destructor).
+    void retire_peer(PeerId peer) noexcept;
+
+    // ---- memory: registered once, usable with every peer ----
+    std::shared_ptr<MemoryRegion> allocate(std::size_t size, Access access,
+                                           Placement placement = Placement::anywhere);
+    std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access);
+
+    // ---- data path (Endpoint's, to a peer; a MSG peer is connected first) ----
+    [[gnu::always_inline]] void write(PeerId peer, Local src, const RemoteRegion& dst,
+                                      std::uint64_t offset, void* context)
+    {
+        const Use use(*this, "Node::write", Use::Reap::no);
+        auto& r = route(peer, "write");
+        r.ep->write(src, dst, offset, context, Peer{r.addr});
+    }
+    [[gnu::always_inline]] void read(PeerId peer, Local dst, const RemoteRegion& src,
+                                     std::uint64_t offset, void* context)
+    {
+        const Use use(*this, "Node::read", Use::Reap::no);
+        auto& r = route(peer, "read");
+        r.ep->read(dst, src, offset, context, Peer{r.addr});
+    }
+    /// Endpoint::read_ranges: several ranges of `src`, one operation, one completion.
+    void read_ranges(PeerId peer, std::span<const Endpoint::Read> reads, const RemoteRegion& src,
+                     void* context)
+    {
+        const Use use(*this, "Node::read_ranges", Use::Reap::no);
+        auto& r = route(peer, "read_ranges");
+        r.ep->read_ranges(reads, src, context, Peer{r.addr});
+    }
+    /// Most ranges read_ranges() takes to `peer` (a MSG peer is connected first).
+    std::size_t read_ranges_limit(PeerId peer)
+    {
+        const Use use(*this, "Node::read_ranges_limit");
+        return route(peer, "read_ranges_limit").ep->read_ranges_limit();
+    }
+    [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,
+                                             std::uint64_t offset, std::uint32_t value,
+                                             void* context)
+    {
+        const Use use(*this, "Node::write_notify", Use::Reap::no);
+        auto& r = route(peer, "write_notify");
+        r.ep->write_notify(src, dst, offset, value, context, Peer{r.addr});
+    }
+    [[gnu::always_inline]] void send(PeerId peer, Local src, void* context)
+    {
+        const Use use(*this, "Node::send", Use::Reap::no);
+        auto& r = route(peer, "send");
+        r.ep->send(src, context, Peer{r.addr});
+    }
+    /// The endpoint and address that carry traffic to `peer` (connected first
+    /// when MSG), for Endpoint's other calls (writev, atomics, flush...).
+    Endpoint& endpoint(PeerId peer);
+    Peer fabric_peer(PeerId peer);
+    /// Returns once every write to `peer` before it, and its notification, is
+    /// at the peer (Endpoint::flush: a read of `readable`, a region of the
+    /// peer's with remote read, ordered behind them).
+    void flush(PeerId peer, const RemoteRegion& readable, Deadline deadline);
+
+    // ---- completions (Completion::peer names the peer of a notification or message) ----
+    std::size_t poll(std::span<Completion> out);
+    std::optional<Completion> poll_one();
+    /// Inline, as the posting calls: a wait that finds its completion at once
+    /// costs no call of its own.
+    [[gnu::always_inline]] Completion wait(void* context, Deadline deadline)
+    {
+        const Use use(*this, "Node::wait");
+        return q_->wait(context, deadline);
+    }
+    /// The same, for an operation posted to `peer`: should that peer be lost
+    /// meanwhile, Error::peer_lost() at once, not at the deadline (an
+    /// operation to a peer that left may never complete). Inline too: the
+    /// peer is only noted (Node::idle looks at it while the queue is empty).
+    [[gnu::always_inline]] Completion wait(void* context, PeerId peer, Deadline deadline)
+    {
+        const Use use(*this, "Node::wait");
+        const Waited waited(waiting_, peer);
+        return q_->wait(context, deadline);
+    }
+    Completion wait_for(Op op, Deadline deadline);
+    /// The next `op` that `peer` caused; others are kept for later.
+    Completion wait_for(Op op, PeerId peer, Deadline deadline);
+    /// Drives progress and connection events (accepting and greeting
+    /// connecting peers) without handing out completions.
+    void progress();
+
+    // ---- sleeping (Options::waiting = Waiting::sleep) ----
+    /// A descriptor that turns readable when a completion or a connection
+    /// event arrives, for the application's own epoll / event loop; -1 with
+    /// Waiting::spin. Before sleeping on it, ask trywait().
+    int fd() const noexcept { return epoll_fd_.get(); }
+    /// True when nothing is pending, so the caller may sleep on fd() now; else
+    /// poll() first (fi_trywait over the Node's queues).
+    bool trywait();
+    /// Sleeps until something may be ready or `deadline` passes (poll() next).
+    void sleep(Deadline deadline);
+
+    struct Private;
+    Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
+
+    /// Holds the Node for the calling thread for a scope (nested scopes of one
+    /// thread are free); another thread's call meanwhile is refused. The
+    /// first hold also removes the peers retire_peer() left for later, except
+    /// on the posting calls (Reap::no), which only need their own peer.
+    class Use {
+    public:
+        enum class Reap : bool { no, yes };
+        Use(Node& node, const char* call, Reap reap = Reap::yes)
+            : node_(node)
+        {
+            if (!enter()) [[unlikely]]
+                busy(call);
+            if (reap == Reap::yes && outer_ &&
+                node_.retired_flag_.load(std::memory_order_relaxed)) [[unlikely]]
+                node_.reap_retired();
+        }
+        /// Does not refuse: false (operator bool) when another thread is inside.
+        Use(Node& node, std::try_to_lock_t) noexcept
+            : node_(node)
+        {
+            held_ = enter();
+        }
+        ~Use()
+        {
+            if (outer_)
+                node_.user_.store(0, std::memory_order_release);
+        }
+        Use(const Use&) = delete;
+        Use& operator=(const Use&) = delete;
+        explicit operator bool() const noexcept { return held_; }
+
+    private:
+        bool enter() noexcept
+        {
+            static thread_local char mark;
+            const auto me = reinterpret_cast<std::uintptr_t>(&mark);
+            std::uintptr_t expected = 0;
+            if (node_.user_.compare_exchange_strong(expected, me, std::memory_order_acquire)) [[likely]] {
+                outer_ = true;
+                return true;
+            }
+            return expected == me; // nested in this thread's own call
+        }
+        [[noreturn]] static void busy(const char* call);
+
+        Node& node_;
+        bool outer_ = false;
+        bool held_ = true;
+    };
+
+private:
+    /// Names the peer a wait is for (Node::idle fails the wait once it is
+    /// lost), and forgets it when the wait ends.
+    struct Waited {
+        PeerId& slot;
+        Waited(PeerId& waiting, PeerId peer) noexcept : slot(waiting) { slot = peer; }
+        ~Waited() { slot = PeerId{}; }
+        Waited(const Waited&) = delete;
+        Waited& operator=(const Waited&) = delete;
+    };
+    struct Route {
+        Endpoint* ep = nullptr;
+        fi_addr_t addr = FI_ADDR_UNSPEC;
+    };
+    struct PeerEntry {
+        enum class State : std::uint8_t { added, connecting, accepting, ready, lost, removed };
+        State state = State::added;
+        std::optional<NodeAddress> address;
+        std::uint64_t instance = 0;
+        fi_addr_t addr = FI_ADDR_UNSPEC; // RDM
+        std::shared_ptr<Endpoint> ep;    // MSG: the connection; RDM: the Node's endpoint
+        const void* fid = nullptr;       // MSG: ep's fid, its key in by_fid_ (ep may be closed)
+        std::string why;                 // lost: what happened
+        std::vector<std::byte> credential; // MSG: presented in our connection request
+        int clashes = 0;                 // MSG: connects retried after an iWARP port clash
+        std::string refusal;             // MSG: a refused access to report once (drop)
+        Clock::time_point refused_at;    // MSG: when drop() noted it
+        bool established = false;        // MSG: FI_CONNECTED arrived
+    };
+
+    [[gnu::always_inline]] Route& route(PeerId peer, const char* call)
+    {
+        if (peer.index < route_count_ && routes_[peer.index].ep) [[likely]]
+            return routes_[peer.index];
+        return route_slow(peer, call);
+    }
+    Route& route_slow(PeerId peer, const char* call);
+    PeerEntry& entry(PeerId peer, const char* call);
+    PeerId new_peer();
+    void events();
+    void idle();
+    /// Connection events (MSG) and peers whose operations failed.
+    void tend();
+    /// True at most every 100 us: time to read the event queue again.
+    bool events_due() noexcept;
+    void reap_broken();
+    void check_watched();
+    /// Endpoint::GoneCheck: a post waiting out -FI_EAGAIN asks whether its
+    /// peer has been lost meanwhile (its side channel closed).
+    static const std::string* gone_check(void* node, const Endpoint& ep, fi_addr_t dest);
+    void unwatch(PeerId peer) noexcept;
+    void on_request(EventQueue::Event ev);
+    void connect_msg(PeerId peer);
+    void reconnect_after_clash(PeerId peer, const std::string& why);
+    void retry_port_clash(const std::string& why);
+    void ready(PeerId peer);
+    void lose(PeerId peer, std::string why);
+    /// MSG: the provider closed a live peer's connection (a refused access):
+    /// closed here too, connected again on the next use; what this side last
+    /// posted to it is reported by the next operation or wait (refused()).
+    void drop(PeerId peer);
+    /// True when `peer` is watched and its side channel shows no end within
+    /// `settle` (false when unwatched: nothing tells a live peer apart).
+    bool side_channel_open(PeerId peer, std::chrono::milliseconds settle);
+    /// Throws the refusal drop() left for `peer`, once; or, if its side
+    /// channel has closed meanwhile, loses it and throws that.
+    [[noreturn]] void refused(PeerId peer, const char* call);
+    void remove_now(PeerId peer);
+    void reap_retired() noexcept;
+
+    std::shared_ptr<const Selection> selection_;
+    std::uint64_t instance_;
+    std::optional<NodeAddress> address_;
+    std::shared_ptr<Fabric> fabric_;
+    std::shared_ptr<Domain> domain_;
+    std::shared_ptr<Completions> completions_;
+    Completions* q_ = nullptr;
+    std::shared_ptr<EventQueue> eq_;          // MSG: the listener's and every endpoint's
+    std::shared_ptr<Listener> listener_;      // MSG
+    std::shared_ptr<Endpoint> rdm_;           // RDM
+    std::uint32_t rdm_peers_ = 0;             // RDM: live peers rdm_ carries (Endpoint::close)
+    std::vector<PeerEntry> peers_;
+    std::vector<Route> routes_;               // the fast path's one indexed load
+    std::uint32_t route_count_ = 0;           // routes_.size(), without the division
+    std::unordered_map<std::uint64_t, std::uint32_t> by_instance_;
+    std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
+    std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
+    detail::Fd epoll_fd_;                     // Waiting::sleep: the queue's and the event queue's
+    Gate gate_;                               // MSG: admits peers not added
+    PeerId waiting_;                          // wait(.., peer) and wait_for(op, peer): the peer waited on
+    struct Watched {
+        int fd;
+        PeerId peer;
+    };
+    std::vector<Watched> watched_;            // watch(): descriptors whose close loses a peer
+    Clock::time_point next_watch_{};
+    Clock::time_point next_events_{};         // tend(): the event queue's next read
+    std::atomic<std::uintptr_t> user_{0};     // the thread inside the Node (Use), 0: none
+    std::atomic<bool> retired_flag_{false};   // retired_ holds peers to remove
+    std::mutex retired_mutex_;
+    std::vector<PeerId> retired_;
+    // MSG: connections closed by drop() or a port clash, kept (closed) so that
+    // an Endpoint& taken from endpoint() before stays valid: its calls throw
+    // UsageError, never touch freed memory. The last max_closed_kept.
+    std::vector<std::shared_ptr<Endpoint>> closed_;
+    static constexpr std::size_t max_closed_kept = 64;
+    void keep_closed(std::shared_ptr<Endpoint> ep);
+    /// A refusal noted by drop() is thrown by a wait on the peer (idle) only
+    /// after this long: first the waited operation's own completion (the
+    /// provider cancels it with the connection) may bring it (Connection).
+    static constexpr auto refusal_grace = std::chrono::milliseconds(200);
+};
+
+} // namespace weft

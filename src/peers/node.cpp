@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+// Node: one domain, one completion queue and (MSG) one event queue for every
+// peer. Peers are entries in a table whose index is the PeerId; the data
+// path's route to a peer is one indexed load (routes_). MSG peers connect on
+// first use; the connection request carries the initiator's instance, so the
+// acceptor knows which peer it is, and a crossing (both connect at once)
+// keeps the lower instance's connection.
+#include "weft/peers/node.hpp"
+#include "check.hpp"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "random.hpp"
+#include "weft/base/error.hpp"
+
+namespace weft {
+namespace {
+
+std::uint64_t random_instance() { return detail::random_u64("a Node's instance"); }
+
+} // namespace
+
+struct Node::Private {};
+
+Node::Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance)
+    : selection_(std::move(selection)), instance_(instance)
+{
+}
+
+Node::~Node()
+{
+    // Endpoints before the queue they are bound to (members go in reverse order).
+    peers_.clear();
+    rdm_.reset();
+    listener_.reset();
+}
+
+std::shared_ptr<Node> Node::open(const Options& options)
+{
+    return open(std::make_shared<const Selection>(select(options)));
+}
+
+std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
+{
+    auto node = std::make_shared<Node>(Private{}, selection, random_instance());
+    const Info& info = selection->info();
+    node->fabric_ = Fabric::open(info);
+    node->domain_ = Domain::open(node->fabric_, info);
+    node->domain_->set_owner(fmt::format("Node {:#018x} ({} {})", node->instance_,
+                                         selection->provider(), to_string(selection->kind())));
+    const bool msg = selection->kind() == EndpointKind::msg;
+    // MSG: one queue for up to 1024 connections; RDM: one endpoint.
+    node->completions_ = Endpoint::completions_for(node->domain_, selection->options(), msg ? 1024 : 1);
+    node->q_ = node->completions_.get();
+    std::vector<std::byte> name;
+    const bool sleeping = selection->options().waiting == Waiting::sleep;
+    if (msg) {
+        node->eq_ = EventQueue::open(node->fabric_, sleeping);
+        node->listener_ = Listener::open(node->fabric_, info, node->eq_);
+        name = node->listener_->name();
+        node->q_->notify_carries_peer();
+    } else {
+        // Where the provider misnames notifications' sources and the CQ data
+        // has no bits to spare (ofi_rxm over verbs: 4 B), a notification is a
+        // write and a framed message, whose source the provider names right.
+        const Quirks& q = node->domain_->quirks();
+        const bool framed = q.notify_source_unreliable && !q.message_source_unreliable &&
+                            info->domain_attr->cq_data_size < sizeof(std::uint64_t);
+        node->rdm_ = Endpoint::open_rdm(node->domain_, selection->options(), node->completions_,
+                                        framed);
+        node->rdm_->set_gone_check(&Node::gone_check, node.get());
+        name = node->rdm_->name();
+        if (!(node->rdm_->info()->caps & FI_SOURCE))
+            throw Error("Node::open", -FI_ENOSYS, std::string(selection->provider()),
+                        fmt::format("{} does not name the source of what arrives (FI_SOURCE): "
+                                    "a Node on it could not tell its peers apart; choose another "
+                                    "provider or MSG endpoints",
+                                    selection->provider()));
+        node->q_->name_sources();
+        const Quirks& quirks = node->domain_->quirks();
+        if (!node->rdm_->notify_needs_receive() &&
+            (quirks.notify_source_unreliable || quirks.message_source_unreliable)) {
+            node->q_->senders_tagged(quirks.message_source_unreliable);
+            node->rdm_->tag_sender(static_cast<std::uint32_t>(node->instance_),
+                                   quirks.message_source_unreliable);
+        }
+    }
+    node->q_->on_idle([](void* n) { static_cast<Node*>(n)->idle(); }, node.get());
+    node->address_.emplace(selection->kind(), std::string(selection->provider()),
+                           info->addr_format, node->instance_, std::move(name));
+    if (sleeping) {
+        // One descriptor for the application: the queue's and the event queue's.
+        node->epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+        if (!node->epoll_fd_)
+            detail::throw_error("epoll_create1", -errno, std::string(selection->provider()));
+        for (const int fd : {node->q_->fd(), node->eq_ ? node->eq_->fd() : -1}) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.fd = fd;
+            if (fd >= 0 && ::epoll_ctl(node->epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+                detail::throw_error("epoll_ctl", -errno, std::string(selection->provider()));
+        }
+        node->q_->on_sleep([](void* n, int ms) {
+            auto* self = static_cast<Node*>(n);
+            if (self->trywait())
+                self->sleep(Deadline::after(std::chrono::milliseconds(ms)));
+        }, node.get());
+    }
+    return node;
+}
+
+std::shared_ptr<Node> Node::open_like(const Options& options, const NodeAddress& peer)
+{
+    Options o = options;
+    o.provider = peer.provider();
+    o.kind = peer.kind();
+    return open(o);
+}
+
+// ---- peers ----
+
+PeerId Node::new_peer()
+{
+    const auto index = static_cast<std::uint32_t>(peers_.size());
+    peers_.emplace_back();
+    routes_.emplace_back();
+    route_count_ = static_cast<std::uint32_t>(routes_.size());
+    return PeerId{index};
+}
+
+PeerId Node::add_peer(const NodeAddress& address)
+{
+    return add_peer(address, {});
+}
+
+void Node::admit(Gate gate)
+{
+    const Use use(*this, "Node::admit");
+    gate_ = std::move(gate);
+}
+
+PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> credential)
+{
+    const Use use(*this, "Node::add_peer");
+    if (credential.size() > 32)
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         fmt::format("a credential of {} B does not fit a connection request: "
+                                     "at most 32 B",
+                                     credential.size()));
+    if (address.instance() == instance_)
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         "this is this Node's own address: a Node is not its own peer (its "
+                         "memory is reached directly); add the other Nodes' addresses");
+    if (address.provider() != provider() || address.kind() != kind())
+        throw UsageError("Node::add_peer", -FI_EINVAL, std::string(provider()),
+                         fmt::format("the peer's Node runs {} ({}), this one {} ({}): both must "
+                                     "use the same provider and endpoint kind (open one with "
+                                     "Node::open_like)",
+                                     address.provider(), to_string(address.kind()), provider(),
+                                     to_string(kind())));
+    if (auto it = by_instance_.find(address.instance()); it != by_instance_.end()) {
+        PeerEntry& e = peers_[it->second];
+        if (e.state != PeerEntry::State::removed) {
+            if (!e.address)
+                e.address = address; // it connected before it was added
+            return PeerId{it->second};
+        }
+    }
+    const PeerId id = new_peer();
+    PeerEntry& e = peers_[id.index];
+    e.address = address;
+    e.credential.assign(credential.begin(), credential.end());
+    e.instance = address.instance();
+    by_instance_[e.instance] = id.index;
+    if (!rdm_)
+        return id; // MSG: connected on first use
+    e.addr = rdm_->insert_peer(address.fabric_address()).addr;
+    e.ep = rdm_;
+    rdm_->set_sharers(++rdm_peers_);
+    q_->source_is(e.addr, id);
+    q_->tag_is(static_cast<std::uint32_t>(address.instance()), id);
+    ready(id);
+    return id;
+}
+
+Node::PeerEntry& Node::entry(PeerId peer, const char* call)
+{
+    if (peer.index >= peers_.size())
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("peer {} is not one of this Node's ({} known): use the "
+                                     "PeerId add_peer() returned",
+                                     peer.index, peers_.size()));
+    return peers_[peer.index];
+}
+
+void Node::remove_peer(PeerId peer)
+{
+    const Use use(*this, "Node::remove_peer");
+    (void)entry(peer, "Node::remove_peer");
+    remove_now(peer);
+}
+
+void Node::remove_now(PeerId peer)
+{
+    unwatch(peer);
+    PeerEntry& e = peers_[peer.index];
+    routes_[peer.index] = {};
+    if (e.ep && e.ep != rdm_) {
+        by_fid_.erase(e.fid);
+        e.ep->close();
+    } else if (e.ep && e.state != PeerEntry::State::lost && e.state != PeerEntry::State::removed) {
+        rdm_->set_sharers(--rdm_peers_);
+    }
+    e.ep.reset();
+    e.state = PeerEntry::State::removed;
+}
+
+bool Node::connected(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].state == PeerEntry::State::ready;
+}
+
+std::vector<PeerId> Node::peers() const
+{
+    std::vector<PeerId> out;
+    for (std::uint32_t i = 0; i < peers_.size(); ++i)
+        if (peers_[i].state != PeerEntry::State::removed)
+            out.push_back(PeerId{i});
+    return out;
+}
+
+const NodeAddress* Node::address_of(PeerId peer) const
+{
+    return peer.index < peers_.size() && peers_[peer.index].address ? &*peers_[peer.index].address
+                                                                    : nullptr;
+}
+
+void Node::ready(PeerId peer)
+{
+    PeerEntry& e = peers_[peer.index];
+    e.state = PeerEntry::State::ready;
+    // A refusal still to report keeps the fast path off until said (route_slow).
+    if (e.refusal.empty())
+        routes_[peer.index] = {e.ep.get(), e.addr};
+}
+
+Node::Route& Node::route_slow(PeerId peer, const char* call)
+{
+    PeerEntry& e = entry(peer, call);
+    switch (e.state) {
+    case PeerEntry::State::removed:
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("peer {} was removed (Node::remove_peer): nothing was posted",
+                                     peer.index));
+    case PeerEntry::State::lost:
+        throw Error(call, -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}): nothing was posted", peer.index, e.why),
+                    nullptr, true);
+    default:
+        if (!e.refusal.empty()) [[unlikely]]
+            refused(peer, call);
+        connect(peer, Deadline::after(selection_->options().handshake_timeout));
+        // (Peers that connected meanwhile may have moved the entries.)
+        routes_[peer.index] = {peers_[peer.index].ep.get(), peers_[peer.index].addr};
+        return routes_[peer.index];
+    }
+}
+
+Endpoint& Node::endpoint(PeerId peer)
+{
+    const Use use(*this, "Node::endpoint");
+    return *route(peer, "Node::endpoint").ep;
+}
+
+Peer Node::fabric_peer(PeerId peer)
+{
+    const Use use(*this, "Node::fabric_peer");
+    return Peer{route(peer, "Node::fabric_peer").addr};
+}
+
+void Node::flush(PeerId peer, const RemoteRegion& readable, Deadline deadline)
+{
+    const Use use(*this, "Node::flush");
+    const Route& r = route(peer, "Node::flush");
+    r.ep->flush(readable, Peer{r.addr}, deadline);
+}
+
+// ---- memory ----
+
+std::shared_ptr<MemoryRegion> Node::allocate(std::size_t size, Access access, Placement placement)
+{
+    const Use use(*this, "Node::allocate");
+    return MemoryRegion::allocate(domain_, size, access, rdm_.get(), placement);
+}
+
+std::shared_ptr<MemoryRegion> Node::register_memory(std::span<std::byte> memory, Access access)
+{
+    const Use use(*this, "Node::register_memory");
+    return MemoryRegion::register_memory(domain_, memory, access, rdm_.get());
+}
+
+// ---- completions ----
+
+std::size_t Node::poll(std::span<Completion> out)
+{
+    const Use use(*this, "Node::poll");
+    tend();
+    return q_->poll(out);
+}
+
+std::optional<Completion> Node::poll_one()
+{
+    Completion c;
+    if (poll(std::span(&c, 1)) == 1)
+        return c;
+    return std::nullopt;
+}
+
+Completion Node::wait_for(Op op, Deadline deadline)
+{
+    const Use use(*this, "Node::wait_for");
+    return q_->wait_for(op, deadline);
+}
+
+Completion Node::wait_for(Op op, PeerId peer, Deadline deadline)
+{
+    const Use use(*this, "Node::wait_for");
+    (void)entry(peer, "Node::wait_for");
+    const Waited waited(waiting_, peer);
+    return q_->wait_for(op, peer, deadline);
+}
+
+bool Node::trywait()
+{
+    if (!epoll_fd_)
+        return false;
+    // The event queue first: polls read it only every 100 us (tend), and a
+    // connection event left in it would keep the descriptor readable.
+    if (eq_)
+        events();
+    if (!q_->trywait())
+        return false;
+    fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
+    return fi_trywait(fabric_->get(), fids, eq_ ? 2 : 1) == 0;
+}
+
+void Node::sleep(Deadline deadline)
+{
+    if (!epoll_fd_)
+        throw UsageError("Node::sleep", -FI_EINVAL, std::string(provider()),
+                         "this Node does not sleep (Options::waiting is not Waiting::sleep): "
+                         "open it with Waiting::sleep to sleep");
+    epoll_event ev{};
+    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, deadline.remaining_ms());
+}
+
+void Node::progress()
+{
+    const Use use(*this, "Node::progress");
+    tend();
+    // Where a killed peer can leave the provider spinning on a lock it held
+    // (Quirks::dead_peer_blocks_endpoint: shm, sockets), a Node none of whose
+    // peers is alive has nothing to progress, and does not risk it.
+    if (domain_->quirks().dead_peer_blocks_endpoint &&
+        std::none_of(peers_.begin(), peers_.end(), [](const PeerEntry& e) {
+            return e.state != PeerEntry::State::lost && e.state != PeerEntry::State::removed;
+        }) && !peers_.empty())
+        return;
+    // A connection's hellos arrive as completions: while one is pending, take
+    // them (whatever else arrives is kept for the next poll or wait).
+    if (pending_.empty())
+        q_->progress();
+    else
+        q_->stash_some();
+}
+
+} // namespace weft
