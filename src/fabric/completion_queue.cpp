@@ -140,19 +140,22 @@ bool CompletionQueue::guarded() noexcept
     // three times in one progress call (responses, commands, SAR list): a peer
     // that takes it in between and is killed inside still traps the caller
     // (the residual that QUIRKS.md counts).
+    // The progress thread and the reader both come here: the time is an atomic.
     if (!lock_->held()) {
-        locked_since_ = {};
+        if (locked_since_.load(std::memory_order_relaxed) != 0)
+            locked_since_.store(0, std::memory_order_relaxed);
         return true;
     }
-    if (locked_since_ == Clock::time_point{})
-        locked_since_ = Clock::now();
+    if (locked_since_.load(std::memory_order_relaxed) == 0)
+        locked_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     return false;
 }
 
 Clock::duration CompletionQueue::locked_for() const noexcept
 {
-    return locked_since_ == Clock::time_point{} ? Clock::duration::zero()
-                                                : Clock::now() - locked_since_;
+    const Clock::rep since = locked_since_.load(std::memory_order_relaxed);
+    return since == 0 ? Clock::duration::zero()
+                      : Clock::now() - Clock::time_point(Clock::duration(since));
 }
 
 } // namespace weft

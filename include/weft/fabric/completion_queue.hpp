@@ -4,6 +4,7 @@
 /// endpoints and users poll; open one directly only to work below weft's data path.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -127,7 +128,7 @@ private:
     int fd_ = -1;
     int sleep_cap_ = 1 << 30;
     std::shared_ptr<const detail::ProgressLock> lock_;
-    Clock::time_point locked_since_{}; // the lock seen held since (epoch: free)
+    std::atomic<Clock::rep> locked_since_{0}; // the lock seen held since (0: free)
 };
 
 } // namespace weft
