@@ -3,6 +3,7 @@
 #include "check.hpp"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -146,8 +147,24 @@ bool CompletionQueue::guarded() noexcept
             locked_since_.store(0, std::memory_order_relaxed);
         return true;
     }
-    if (locked_since_.load(std::memory_order_relaxed) == 0)
-        locked_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    const Clock::time_point now = Clock::now();
+    Clock::rep since = locked_since_.load(std::memory_order_relaxed);
+    if (since == 0) {
+        since = now.time_since_epoch().count();
+        locked_since_.store(since, std::memory_order_relaxed);
+    }
+    // A live holder lets go within microseconds, or within its time slice
+    // when it was preempted holding it: wait that long (the queue may hold
+    // entries already, which a poll must not miss), unless the lock has been
+    // held so long that its holder is most likely dead.
+    if (now - Clock::time_point(Clock::duration(since)) < held_by_the_dead)
+        for (const auto until = now + live_holder_grace; Clock::now() < until;) {
+            if (!lock_->held()) {
+                locked_since_.store(0, std::memory_order_relaxed);
+                return true;
+            }
+            sched_yield();
+        }
     return false;
 }
 

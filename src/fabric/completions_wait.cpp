@@ -119,7 +119,7 @@ void Completions::wait_timeout(const char* what, bool late) const
                             "1432; Quirks::send_window_packets): keep fewer or smaller "
                             "operations in flight, or raise FI_OFI_RXD_MAX_UNACKED on both sides",
                             w);
-    if (const auto held = cq_->locked_for(); held > std::chrono::milliseconds(100))
+    if (const auto held = cq_->locked_for(); held > CompletionQueue::held_by_the_dead)
         hint = fmt::format(
             "{}; and the provider's progress lock of this endpoint has been held for {} ms "
             "without a pause: a peer killed while it held the lock holds it for good "

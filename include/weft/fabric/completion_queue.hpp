@@ -74,6 +74,11 @@ public:
     /// How long the guard's lock has been seen held, without a pause, by
     /// the reads since (zero when it was free at the last read).
     Clock::duration locked_for() const noexcept;
+    /// How long a poll waits for a live holder to let the guard's lock go,
+    /// and how long held before its holder is taken for dead (then polls
+    /// return at once, empty).
+    static constexpr auto live_holder_grace = std::chrono::milliseconds(5);
+    static constexpr auto held_by_the_dead = std::chrono::milliseconds(100);
 
     /// Reads the queue until it stays empty (at most 100 ms), dropping every
     /// entry and error entry: for the last endpoint bound to it, just before

@@ -67,7 +67,11 @@ public:
     /// The endpoint that carries this peer's traffic, for Endpoint's other
     /// calls (writev, atomics, write_batch...). On RDM it is the Node's one
     /// endpoint, shared by a Server's connections: its wait_for() and poll()
-    /// hand out any peer's completions, and close() ends every connection.
+    /// hand out any peer's completions, and its close() is refused while it
+    /// carries more than this peer (destroy the Connection instead). On MSG a
+    /// provider that refuses an access by closing the connection (tcp, net)
+    /// makes the Node connect again on a new endpoint: one taken before stays
+    /// valid but closed (its calls throw UsageError); ask again.
     /// A moved-from Connection throws UsageError here and in every call below.
     Endpoint& endpoint() const { return live("Connection::endpoint").endpoint(peer_id_); }
     /// The peer's address on endpoint() (RDM), for Endpoint's calls.
