@@ -37,10 +37,7 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             return take(c);
         }
     std::uint32_t spins = 0;
-    // Waiting::adaptive: adaptive_spins empty polls, then Waiting::yield's
-    // rhythm for the rest of this wait.
-    std::uint32_t every = adaptive_ ? adaptive_spins : idle_every_;
-    bool yielding = yielding_;
+    Rhythm rhythm = this->rhythm();
     bool woke_at_once = false; // the last sleep returned within 50 us
     for (;;) {
         auto& got = waiting_;
@@ -79,15 +76,10 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
             else if (trywait())
                 cq_->sleep(ms);
             woke_at_once = Clock::now() - before < std::chrono::microseconds(50);
-            spins = every; // look at the hook and the deadline now
+            spins = rhythm.every; // look at the hook and the deadline now
         }
-        if ((++spins & every) == 0) [[unlikely]] {
-            if (yielding) {
-                yield_core();
-            } else if (adaptive_) {
-                yielding = true;
-                every = yield_every;
-            }
+        if ((++spins & rhythm.every) == 0) [[unlikely]] {
+            rhythm.idle_check();
             if (idle_hook_)
                 idle_hook_(idle_arg_);
             if (deadline.expired())

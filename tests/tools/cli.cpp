@@ -25,12 +25,6 @@ namespace {
 
 using Run = weft::test::Exit;
 
-/// Runs a shell command line; what its standard output got.
-Run shell(const std::string& line)
-{
-    return weft::test::exit_of(line);
-}
-
 /// Runs `args` after the CLI through sh; `redirect` says where its streams go
 /// ("2>&1": both captured).
 Run cli(const std::string& args, const std::string& redirect = "2>&1")
@@ -178,7 +172,7 @@ TEST_CASE("tools: both tools warn when the ends have too few CPUs", "[tools][cli
     for (const std::string args : {"pingpong --max-size 8", "bench lat-write -s 8"}) {
         INFO(args);
         // Only stderr, and the run still succeeds.
-        const Run r = shell(one_cpu + WEFT_CLI_PATH + " " + args + " " + quick + " 2>&1 >/dev/null");
+        const Run r = weft::test::exit_of(one_cpu + WEFT_CLI_PATH + " " + args + " " + quick + " 2>&1 >/dev/null");
         CHECK(r.status >= 0); // not killed by a signal
         CHECK(r.status == 0);
         CHECK_THAT(r.out, Catch::Contains("warning: 2 busy-polling ends and 1 CPU"));
@@ -315,11 +309,11 @@ TEST_CASE("tools: on sockets weft makes the provider's progress threads sleep on
     // libfabric reads FI_SOCKETS_PE_WAITTIME when it initialises: weft sets it
     // before, and says so in the selection's report.
     const std::string run = "pingpong -p sockets --max-size 8 -n 20";
-    const Run r = shell("env -u FI_SOCKETS_PE_WAITTIME " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
+    const Run r = weft::test::exit_of("env -u FI_SOCKETS_PE_WAITTIME " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
     INFO(r.out);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.out, Catch::Contains("set up:") && Catch::Contains("FI_SOCKETS_PE_WAITTIME=0"));
-    const Run mine = shell("FI_SOCKETS_PE_WAITTIME=2 " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
+    const Run mine = weft::test::exit_of("FI_SOCKETS_PE_WAITTIME=2 " + std::string(WEFT_CLI_PATH) + " " + run + " 2>&1");
     INFO(mine.out);
     REQUIRE(mine.status == 0);
     CHECK_THAT(mine.out, !Catch::Contains("FI_SOCKETS_PE_WAITTIME"));

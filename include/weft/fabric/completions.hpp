@@ -285,6 +285,28 @@ private:
     void stash_some();
     /// Waiting::yield: lets another thread have this core (out of line: a system call).
     static void yield_core() noexcept;
+    /// How a wait spins between its idle checks (every + 1 empty polls):
+    /// Waiting::spin's rhythm, Waiting::yield's, or Waiting::adaptive's
+    /// (spin's until the wait's first idle check, yield's after it).
+    struct Rhythm {
+        std::uint32_t every;
+        bool yielding;
+        bool adaptive;
+        /// At an idle check: gives the core away, or starts to (adaptive).
+        void idle_check() noexcept
+        {
+            if (yielding) {
+                yield_core();
+            } else if (adaptive) {
+                yielding = true;
+                every = yield_every;
+            }
+        }
+    };
+    Rhythm rhythm() const noexcept
+    {
+        return {adaptive_ ? adaptive_spins : idle_every_, yielding_, adaptive_};
+    }
     void defer(const Completion& c) { deferred_.push_back(c); }
     void repost_lent();
     Completion wait_slow(void* context, Deadline deadline);

@@ -61,10 +61,7 @@ template <bool Sources, class Accept>
                                                                          Deadline deadline)
 {
     fi_addr_t from = FI_ADDR_NOTAVAIL;
-    // Waiting::adaptive: Waiting::spin's rhythm until the first idle check,
-    // Waiting::yield's after it (the same as wait_until's).
-    std::uint32_t every = adaptive_ ? adaptive_spins : idle_every_;
-    bool yielding = yielding_;
+    Rhythm rhythm = this->rhythm();
     for (std::uint32_t spins = 1;; ++spins) {
         activity_.note();
         fi_cq_data_entry e;
@@ -79,13 +76,8 @@ template <bool Sources, class Accept>
             }
             return std::nullopt;
         }
-        if ((spins & every) == 0) [[unlikely]] {
-            if (yielding) {
-                yield_core();
-            } else if (adaptive_) {
-                yielding = true;
-                every = yield_every;
-            }
+        if ((spins & rhythm.every) == 0) [[unlikely]] {
+            rhythm.idle_check();
             if (idle_hook_)
                 idle_hook_(idle_arg_);
             if (deadline.expired()) {
