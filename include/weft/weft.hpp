@@ -47,3 +47,5 @@
 #include "weft/peers/node_address.hpp"
 #include "weft/groups/group.hpp"
 #include "weft/groups/members.hpp"
+#include "weft/async/task.hpp"
+#include "weft/async/transfer.hpp"

@@ -110,6 +110,7 @@ void Endpoint::open_fid(Info owned)
     iov_limit_ = std::max<std::size_t>(1, tx->iov_limit);
     rma_iov_limit_ = std::max<std::size_t>(1, tx->rma_iov_limit);
     ordered_saw_ = tx->msg_order & FI_ORDER_SAW;
+    ordered_waw_ = tx->msg_order & FI_ORDER_WAW;
     rx_cq_data_ = info->mode & FI_RX_CQ_DATA;
     // Without CQ data (iWARP), notify becomes a message, and messages carry a
     // header so the target can tell the two apart.
@@ -291,6 +292,14 @@ bool Endpoint::received(const detail::Tag& tag, const fi_cq_data_entry& e, Compl
         return false;
     }
     if (!framed_) {
+        // A note (send_note): the marker in the CQ data's lower half, the
+        // value in the first 4 bytes, a reserved word, then the payload.
+        if ((e.flags & FI_REMOTE_CQ_DATA) && static_cast<std::uint32_t>(e.data) == frame::note_marker &&
+            e.len >= frame::header_size) [[unlikely]] {
+            c = Completion{nullptr, Op::notify, 0, frame::note_value_of(buf),
+                           {buf + frame::header_size, e.len - frame::header_size}, &tag};
+            return true;
+        }
         c = Completion{nullptr, Op::recv, e.len, 0, {buf, e.len}, &tag};
         return true;
     }
@@ -305,6 +314,10 @@ bool Endpoint::received(const detail::Tag& tag, const fi_cq_data_entry& e, Compl
     case frame::type_notify:
         c = Completion{nullptr, Op::notify, 0, frame::value_of(buf), {}};
         repost(slot);
+        return true;
+    case frame::type_note:
+        c = Completion{nullptr, Op::notify, 0, frame::value_of(buf),
+                       {buf + frame::header_size, e.len - frame::header_size}, &tag};
         return true;
     case frame::type_message:
         c = Completion{nullptr, Op::recv, e.len - frame::header_size, 0,

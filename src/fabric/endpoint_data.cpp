@@ -304,6 +304,42 @@ void Endpoint::send(Local src, void* context, Peer peer)
     ++q_->in_flight_;
 }
 
+void Endpoint::send_note(std::uint32_t value, Local payload, void* context, Peer peer)
+{
+    check_message(payload.len + (framed_ ? 0 : frame::header_size));
+    take_credit();
+    if (framed_) {
+        send_frame(frame::type_note, value, payload, context, peer);
+        return;
+    }
+    auto* header = reinterpret_cast<std::byte*>(scratch_.next());
+    wire::Placer(std::span(header, frame::header_size)).u32(value).u32(0);
+    std::array<iovec, 2> iov{iovec{header, frame::header_size}, iovec{payload.addr, payload.len}};
+    std::array<void*, 2> desc{scratch_.desc(), payload.desc};
+    if (payload.len)
+        q_->keep_source(payload);
+    fi_msg msg{iov.data(), desc.data(), payload.len ? 2u : 1u, peer.addr, context,
+               notify_bits_ | frame::note_marker};
+    post<fi_sendmsg>("fi_sendmsg", msg.addr, &msg, FI_COMPLETION | FI_REMOTE_CQ_DATA);
+    q_->in_flight_ += q_->ours(context) ? 0 : 1;
+}
+
+void Endpoint::write_delivered(Local src, const RemoteRegion& dst, std::uint64_t offset,
+                               void* context, Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("write", Op::write, src.len, context))
+            return;
+    last_write_ = {dst, offset, src.len};
+    q_->keep_source(src);
+    iovec iov{src.addr, src.len};
+    fi_rma_iov rma{addr, src.len, dst.key()};
+    fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, 0};
+    post<fi_writemsg>("fi_writemsg", msg.addr, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    ++q_->in_flight_;
+}
+
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                           Peer peer)
 {

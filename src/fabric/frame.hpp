@@ -28,6 +28,16 @@ inline constexpr std::uint8_t type_nudge = 4;
 /// posts at least one slot more, so that none finds its receive missing.
 inline constexpr std::uint32_t max_nudges = 3;
 
+/// A notification with a payload (Endpoint::send_note).
+inline constexpr std::uint8_t type_note = 5;
+/// Where there is CQ data, a note is a message whose CQ data's lower 32 bits
+/// are this ("WFNT"; a plain message's are 0), its first 4 bytes the value.
+inline constexpr std::uint32_t note_marker = 0x57464e54;
+inline std::uint32_t note_value_of(const std::byte* body) noexcept
+{
+    return static_cast<std::uint32_t>(wire::get_le(body, 4));
+}
+
 inline constexpr std::size_t hello_size = 8;
 inline constexpr std::array<std::byte, hello_size> hello = {
     std::byte{'w'}, std::byte{'e'}, std::byte{'f'}, std::byte{'t'},

@@ -9,6 +9,7 @@
 #include "check.hpp"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,7 +103,12 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
         node->epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
         if (!node->epoll_fd_)
             detail::throw_error("epoll_create1", -errno, std::string(selection->provider()));
-        for (const int fd : {node->q_->fd(), node->eq_ ? node->eq_->fd() : -1}) {
+        // And the dispatcher's poke: a stop token fired on another thread wakes a sleeper.
+        node->wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!node->wake_fd_)
+            detail::throw_error("eventfd", -errno, std::string(selection->provider()));
+        node->dispatcher_.wake_fd = node->wake_fd_.get();
+        for (const int fd : {node->q_->fd(), node->eq_ ? node->eq_->fd() : -1, node->wake_fd_.get()}) {
             epoll_event ev{};
             ev.events = EPOLLIN;
             ev.data.fd = fd;
@@ -314,7 +320,28 @@ std::size_t Node::poll(std::span<Completion> out)
 {
     const Use use(*this, "Node::poll");
     tend();
-    return q_->poll(out);
+    if (!dispatcher_.armed()) [[likely]]
+        return q_->poll(out);
+    // Awaited operations' completions go to their waiters, not to the caller.
+    std::size_t n = 0;
+    try {
+        n = q_->poll(out);
+    } catch (const Error& e) {
+        if (!dispatcher_.owns(e.context()))
+            throw;
+        dispatcher_.complete(static_cast<detail::Slot*>(e.context()), Completion{},
+                             std::current_exception());
+        return 0;
+    }
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (out[i].context && dispatcher_.owns(out[i].context) && out[i].op != Op::recv &&
+            out[i].op != Op::notify)
+            dispatcher_.complete(static_cast<detail::Slot*>(out[i].context), out[i], {});
+        else
+            out[m++] = out[i];
+    }
+    return m;
 }
 
 std::optional<Completion> Node::poll_one()

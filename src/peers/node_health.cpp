@@ -84,12 +84,21 @@ void Node::lose(PeerId peer, std::string why)
     e.state = PeerEntry::State::lost;
     e.why = std::move(why);
     e.refusal.clear();
-    if (e.ep && e.ep != rdm_) {
+    const bool closed = e.ep && e.ep != rdm_;
+    if (closed) {
         by_fid_.erase(e.fid);
         e.ep->close();
     } else if (e.ep) {
         rdm_->set_sharers(--rdm_peers_);
     }
+    // Every awaited operation to it fails now, and every wait on it ends.
+    if (dispatcher_.in_flight(peer) || !dispatcher_.idle())
+        dispatcher_.peer_lost(
+            peer,
+            std::make_exception_ptr(Error("Node", -FI_ECONNRESET, std::string(provider()),
+                                          fmt::format("peer {} is lost ({})", peer.index, e.why),
+                                          nullptr, true)),
+            closed);
 }
 
 bool Node::side_channel_open(PeerId peer, std::chrono::milliseconds settle)

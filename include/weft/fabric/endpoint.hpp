@@ -73,11 +73,9 @@ public:
                                               const Options& options,
                                               std::shared_ptr<Completions> completions = {},
                                               bool framed = false);
-    /// A Node's MSG endpoint, bound to the Node's event and completion queues
-    /// and serving `peer`: then begin_connect() (initiator) or begin_accept()
-    /// (`info` is the FI_CONNREQ's); the Node hands it FI_CONNECTED
-    /// (connected()); ready() once both hellos, which also carry each side's
-    /// PeerId for the other, are through.
+    /// A Node's MSG endpoint on the Node's queues, serving `peer`: then
+    /// begin_connect() or begin_accept() (`info`: the FI_CONNREQ's); connected()
+    /// on FI_CONNECTED; ready() once both hellos (carrying each side's PeerId) are through.
     static std::shared_ptr<Endpoint> open_msg(std::shared_ptr<Domain> domain, Info info,
                                               const Options& options,
                                               std::shared_ptr<EventQueue> eq,
@@ -86,24 +84,21 @@ public:
     void begin_connect(std::span<const std::byte> param);
     void begin_accept();
     void connected();
-    /// A connecting initiator still waiting for the acceptor's hello sends a
-    /// nudge when one is due (Quirks::first_message_can_stall); call while
-    /// the connection is pending.
+    /// An initiator still waiting for the acceptor's hello sends a nudge when one
+    /// is due (Quirks::first_message_can_stall); call while the connection is pending.
     void nudge_if_due();
     bool ready() const noexcept { return hello_.connected && !hello_.awaiting && !hello_.due; }
     /// MSG: FI_CONNECTED arrived (the connection was up at some point).
     bool was_connected() const noexcept { return hello_.connected; }
-    /// A Node's RDM endpoint whose provider misnames sources: every
-    /// notification (and, with `messages`, every message) carries `tag` in
-    /// the upper 32 bits of its CQ data.
+    /// A Node's RDM endpoint whose provider misnames sources: every notification (and,
+    /// with `messages`, every message) carries `tag` in its CQ data's upper 32 bits.
     void tag_sender(std::uint32_t tag, bool messages) noexcept
     {
         notify_bits_ = std::uint64_t{tag} << 32;
         send_bits_ = messages ? notify_bits_ : 0;
     }
     PeerId peer() const noexcept { return peer_; }
-    /// A Completions sized for endpoints like those `options` opens on
-    /// `domain`, for `endpoints` of them to share.
+    /// A Completions for `endpoints` endpoints like those `options` opens on `domain`.
     static std::shared_ptr<Completions> completions_for(const std::shared_ptr<Domain>& domain,
                                                         const Options& options,
                                                         std::size_t endpoints);
@@ -141,17 +136,15 @@ public:
     /// The Node's RDM endpoint: how many live peers it carries (Node keeps
     /// the count; close() refuses above one).
     void set_sharers(std::uint32_t n) noexcept { sharers_ = n; }
-    /// Endpoints in this process closed without closing their libfabric
-    /// objects, because their progress thread stayed stuck inside the provider
-    /// (see ProgressThread::stop); each was also reported on stderr.
+    /// Endpoints closed without closing their libfabric objects: their progress
+    /// thread stayed stuck in the provider (ProgressThread::stop; told on stderr).
     static std::size_t abandoned() noexcept { return ActiveEndpoint::abandoned(); }
     /// True when write_notify uses fi_writedata; false when it falls back to a
     /// write followed by a message (cq_data_size is 0, as on iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
-    /// The last write this endpoint posted (write, write_notify): what a
-    /// Node names when a target's provider refuses an access by closing the
-    /// connection, which the write's own completion never says (tcp
-    /// completes a write on send; a refused read fails its own completion).
+    /// The last write posted (write, write_notify): what a Node names when the
+    /// target's provider refuses an access by closing the connection (tcp
+    /// completes a write on send, so its completion never says).
     struct LastWrite {
         RemoteRegion region;
         std::uint64_t offset = 0;
@@ -239,6 +232,18 @@ public:
 
     /// Sends a message (at most max_message() bytes) into the peer's receive slots.
     void send(Local src, void* context, Peer peer = {});
+    /// A notification with a payload (at most max_message() - 8 bytes): an
+    /// Op::notify at the target carrying `value` and, as Completion::message,
+    /// the payload. A message, so it is ordered behind earlier writes only
+    /// where orders_sends_after_writes(); else send it once they completed.
+    void send_note(std::uint32_t value, Local payload, void* context, Peer peer = {});
+    /// An RMA write whose completion means the data is at the target
+    /// (FI_DELIVERY_COMPLETE), for a notification sent after it.
+    void write_delivered(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+                         Peer peer = {});
+    /// msg_order: writes land in the order posted (WAW); a send is not delivered before earlier writes (SAW).
+    bool orders_writes() const noexcept { return ordered_waw_; }
+    bool orders_sends_after_writes() const noexcept { return ordered_saw_; }
 
     /// 64-bit remote atomics (where the provider offers FI_ATOMIC): the old value
     /// lands in `result` (8 bytes, registered).
@@ -259,14 +264,10 @@ public:
     /// Drives provider progress without taking completions (MANUAL providers).
     void progress() noexcept { q_->progress(); }
 
-    /// Returns once every write this endpoint has completed to `peer` is in the
-    /// peer's memory, where the peer's CPU, and any later message on any
-    /// channel, sees it: an RMA read of one byte of `readable` (a region of the
-    /// peer's with remote-read access), ordered behind those writes, waited for
-    /// here. A write's completion alone promises that much only to a read or a
-    /// notification that follows on this endpoint (docs/memory.md: what a completion
-    /// means); Connection::barrier() flushes both ways. Other completions that
-    /// arrive meanwhile are kept for later polls.
+    /// Returns once every write completed to `peer` is in its memory, seen by its
+    /// CPU and any later message on any channel: a one-byte read of `readable`
+    /// (remote-read), ordered behind them (docs/memory.md: what a completion
+    /// means). Other completions meanwhile are kept for later polls.
     void flush(const RemoteRegion& readable, Peer peer, Deadline deadline);
 
     /// How long a post keeps retrying -FI_EAGAIN before TimeoutError.
@@ -365,6 +366,7 @@ private:
     bool framed_ = false;        // messages carry a header; notify is a message
     bool rx_cq_data_ = false;    // FI_RX_CQ_DATA: CQ data takes a posted receive
     bool ordered_saw_ = false;   // send after write is ordered
+    bool ordered_waw_ = false;   // write after write is ordered
     bool atomics_ = false;
     Clock::duration post_timeout_ = std::chrono::seconds(10);
     GoneCheck gone_check_ = nullptr;

@@ -1,31 +1,23 @@
 // SPDX-License-Identifier: MIT
 /// @brief One process on one fabric, for any number of peers: one domain, one
 /// completion queue (one progress thread at most) and, for MSG, one event
-/// queue, whatever the number of peers.
+/// queue, whatever the number of peers (docs/peers.md).
 ///
 ///     auto node = weft::Node::open(options);           // chooses the provider, says why
-///     send node->address().encode() to the peers, and learn theirs (a store, a server...)
-///     weft::PeerId p = node->add_peer(weft::NodeAddress::decode(bytes));
+///     weft::PeerId p = node->add_peer(weft::NodeAddress::decode(bytes_from_the_peer));
 ///     auto mr = node->allocate(1 << 20, weft::Access::remote_write); // for every peer
 ///     node->write_notify(p, src, their_region, 0, 42, &ctx);
 ///     weft::Completion c = node->wait_for(weft::Op::notify, weft::Deadline::after(5s));
-///     c.peer: which peer's notification it is
 ///
-/// RDM: one endpoint and its address vector (FI_AV_TABLE); a peer is an
-/// address-vector entry (add_peer sends nothing), and the provider names the
-/// source of what arrives (FI_SOURCE). Both sides add each other before
-/// traffic. MSG: one endpoint per peer, bound to the Node's queues, connected
-/// on first use (or eagerly with connect()); the Node's listener accepts the
-/// peers that connect to it, known or not; two Nodes that connect to each
-/// other at once keep one connection (the lower instance's).
+/// RDM: a peer is an entry of the endpoint's address vector. MSG: one
+/// endpoint per peer on the Node's queues, connected on first use. Memory
+/// registered on a Node works with every peer (keys are domain-wide). A peer
+/// is lost when an operation to it fails, its connection breaks, or the
+/// application says so (mark_lost, watch); posting to one throws
+/// Error::peer_lost(). The others go on.
 ///
-/// Memory registered on a Node works with every peer, and a peer that learns
-/// a region's RemoteRegion can reach it (keys are domain-wide): peers that
-/// must not reach each other's memory need Nodes of their own.
-///
-/// A peer is lost when an operation to it fails, its connection breaks, or
-/// the application says so (mark_lost: its side channel closed); lost() lists
-/// them and posting to one throws Error with peer_lost(). The others go on.
+/// Awaited calls (co_await node.write(..., deadline); weft/async.hpp) are
+/// driven by dispatch(): their coroutines resume inside it, on its thread.
 ///
 /// Threading: one thread at a time. The data path takes no lock: a call made
 /// while another thread is inside the Node is refused with UsageError (it
@@ -40,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,20 +43,25 @@
 #include "weft/fabric/event_queue.hpp"
 #include "weft/fabric/fabric.hpp"
 #include "weft/fabric/listener.hpp"
+#include "weft/peers/detail/dispatcher.hpp"
 #include "weft/peers/node_address.hpp"
 #include "weft/select/select.hpp"
 
 namespace weft {
 
-class Node {
+namespace detail {
+class OpAwait;
+class NoteAwait;
+class CountAwait;
+} // namespace detail
+
+class Node : public std::enable_shared_from_this<Node> {
 public:
-    /// Chooses the provider (Selection::report() says why) and opens the
-    /// fabric, domain, queues and the RDM endpoint or MSG listener.
+    /// Chooses the provider (Selection::report() says why) and opens everything.
     static std::shared_ptr<Node> open(const Options& options = {});
     /// The same provider and endpoint kind as `peer` (joining peers that chose).
     static std::shared_ptr<Node> open_like(const Options& options, const NodeAddress& peer);
-    /// On a selection made elsewhere (Server chooses for its clients, a client
-    /// selects for the server's address).
+    /// On a selection made elsewhere (a Server's, or a client's for its server).
     static std::shared_ptr<Node> open(std::shared_ptr<const Selection> selection);
     ~Node();
     Node(const Node&) = delete;
@@ -83,9 +81,8 @@ public:
     /// The same, presenting `credential` (at most 32 B) in the MSG connection
     /// request, for a peer whose Node admits only what its gate lets in.
     PeerId add_peer(const NodeAddress& address, std::span<const std::byte> credential);
-    /// MSG: who may connect without having been added. Without a gate, any
-    /// weft Node's request is accepted; with one, a request from a Node not
-    /// added here is accepted only when gate(instance, credential) says so.
+    /// MSG: who may connect without having been added: without a gate, any weft
+    /// Node; with one, only those gate(instance, credential) accepts.
     using Gate = std::function<bool(std::uint64_t instance, std::span<const std::byte> credential)>;
     void admit(Gate gate);
     /// Ends a peer: its connection closes (MSG) or its entry goes (RDM); later
@@ -93,8 +90,7 @@ public:
     void remove_peer(PeerId peer);
     /// Connects now (MSG; RDM: nothing to do) instead of on the first post.
     void connect(PeerId peer, Deadline deadline);
-    /// The same for many peers at once: every connection is begun, then all
-    /// are awaited (no peer waits for the one before it).
+    /// The same for many peers at once: every connection begun, then all awaited.
     void connect(std::span<const PeerId> peers, Deadline deadline);
     bool connected(PeerId peer) const;
     /// Peers currently known (added, or connected to this Node), not removed.
@@ -105,18 +101,13 @@ public:
     bool is_lost(PeerId peer) const;
     /// Records that `peer` is gone (e.g. its side channel closed), with why.
     void mark_lost(PeerId peer, std::string why);
-    /// Ties `peer` to a descriptor it holds the other end of (its side
-    /// channel): once that end closes (the peer exited, was killed, or closed
-    /// its connection), the peer is lost. Looked at while the Node polls,
-    /// waits or progresses, at most once a millisecond. `fd` stays open until the peer
-    /// is removed.
+    /// Ties `peer` to a descriptor it holds the other end of (its side channel):
+    /// once that end closes, the peer is lost. Looked at while the Node polls,
+    /// waits or progresses, at most once a millisecond. Keep `fd` open until removal.
     void watch(PeerId peer, int fd);
-    /// MSG: after an operation to `peer` failed because its connection is
-    /// gone (-FI_ECANCELED, -FI_ENOTCONN...) while its side channel is open:
-    /// what this side last wrote to it, the access it most likely refused
-    /// (tcp drops a connection to refuse one), or "" when nothing is known.
-    /// The connection is made again by the next operation; the refusal is
-    /// reported once (here, or by that operation).
+    /// MSG: after an operation to `peer` failed with its connection gone while its
+    /// side channel is open: what this side last wrote to it, the access it most
+    /// likely refused (tcp drops a connection to refuse one), or "". Reported once.
     std::string take_refusal(PeerId peer);
     /// remove_peer from any thread, at any time: done now when the Node is
     /// free, else by the next call that enters it (a Connection's destructor).
@@ -174,9 +165,8 @@ public:
     /// when MSG), for Endpoint's other calls (writev, atomics, flush...).
     Endpoint& endpoint(PeerId peer);
     Peer fabric_peer(PeerId peer);
-    /// Returns once every write to `peer` before it, and its notification, is
-    /// at the peer (Endpoint::flush: a read of `readable`, a region of the
-    /// peer's with remote read, ordered behind them).
+    /// Returns once every write to `peer` before it is at the peer (Endpoint::flush:
+    /// a read of `readable`, a remote-read region of the peer's, behind them).
     void flush(PeerId peer, const RemoteRegion& readable, Deadline deadline);
 
     // ---- completions (Completion::peer names the peer of a notification or message) ----
@@ -190,9 +180,7 @@ public:
         return q_->wait(context, deadline);
     }
     /// The same, for an operation posted to `peer`: should that peer be lost
-    /// meanwhile, Error::peer_lost() at once, not at the deadline (an
-    /// operation to a peer that left may never complete). Inline too: the
-    /// peer is only noted (Node::idle looks at it while the queue is empty).
+    /// meanwhile, Error::peer_lost() at once, not at the deadline.
     [[gnu::always_inline]] Completion wait(void* context, PeerId peer, Deadline deadline)
     {
         const Use use(*this, "Node::wait");
@@ -216,6 +204,39 @@ public:
     bool trywait();
     /// Sleeps until something may be ready or `deadline` passes (poll() next).
     void sleep(Deadline deadline);
+
+    // ---- awaited (weft/async.hpp): co_await one; a stop token cancels the wait ----
+    detail::OpAwait write(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+                          Deadline deadline, std::stop_token stop = {});
+    detail::OpAwait read(PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
+                         Deadline deadline, std::stop_token stop = {});
+    detail::OpAwait write_notify(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+                                 std::uint32_t value, Deadline deadline, std::stop_token stop = {});
+    detail::OpAwait send(PeerId peer, Local src, Deadline deadline, std::stop_token stop = {});
+    /// The next notification / message from `from` (PeerId{}: from anyone).
+    detail::NoteAwait notification(PeerId from, Deadline deadline, std::stop_token stop = {});
+    detail::NoteAwait message(PeerId from, Deadline deadline, std::stop_token stop = {});
+    /// `count` notifications from peers of `from`, any order; how many came.
+    detail::CountAwait notifications(std::span<const PeerId> from, std::size_t count, Deadline deadline,
+                                     std::span<Completion> out = {}, std::stop_token stop = {});
+    /// Reads one batch of completions, hands each to what awaits it, then
+    /// resumes those waiters, here; returns how many it handed out. Never blocks.
+    std::size_t dispatch();
+    /// No awaited operation to `peer` is in flight, abandoned ones (timed out,
+    /// cancelled) included: the buffers they used are the caller's again.
+    bool drained(PeerId peer) const noexcept { return dispatcher_.in_flight(peer) == 0; }
+    template <class Task> // runs a weft::Task to its end, dispatching, within `deadline`
+    decltype(auto) run(Task&& task, Deadline deadline)
+    {
+        return std::forward<Task>(task).run_on(*this, deadline);
+    }
+    /// For weft's awaitables: the arena; settle() takes completions weft kept (an
+    /// inject's), resuming nobody; take_kept() offers a listener what was kept;
+    /// check_local(): UsageError for a Local a post would refuse (revoked, another Node's).
+    detail::Dispatcher& dispatcher() noexcept { return dispatcher_; }
+    void settle();
+    bool take_kept(detail::Listener& l);
+    void check_local(const Local& local, bool sink) const;
 
     struct Private;
     Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
@@ -284,21 +305,7 @@ private:
         Endpoint* ep = nullptr;
         fi_addr_t addr = FI_ADDR_UNSPEC;
     };
-    struct PeerEntry {
-        enum class State : std::uint8_t { added, connecting, accepting, ready, lost, removed };
-        State state = State::added;
-        std::optional<NodeAddress> address;
-        std::uint64_t instance = 0;
-        fi_addr_t addr = FI_ADDR_UNSPEC; // RDM
-        std::shared_ptr<Endpoint> ep;    // MSG: the connection; RDM: the Node's endpoint
-        const void* fid = nullptr;       // MSG: ep's fid, its key in by_fid_ (ep may be closed)
-        std::string why;                 // lost: what happened
-        std::vector<std::byte> credential; // MSG: presented in our connection request
-        int clashes = 0;                 // MSG: connects retried after an iWARP port clash
-        std::string refusal;             // MSG: a refused access to report once (drop)
-        Clock::time_point refused_at;    // MSG: when drop() noted it
-        bool established = false;        // MSG: FI_CONNECTED arrived
-    };
+    struct PeerEntry; // weft/peers/detail/peer_entry.hpp
 
     [[gnu::always_inline]] Route& route(PeerId peer, const char* call)
     {
@@ -339,6 +346,8 @@ private:
     [[noreturn]] void refused(PeerId peer, const char* call);
     void remove_now(PeerId peer);
     void reap_retired() noexcept;
+    /// dispatch(): hands `c` to what awaits it; false when nothing does.
+    bool claim(const Completion& c);
 
     std::shared_ptr<const Selection> selection_;
     std::uint64_t instance_;
@@ -358,6 +367,8 @@ private:
     std::unordered_map<const void*, std::uint32_t> by_fid_; // MSG endpoints' fids
     std::vector<std::uint32_t> pending_;      // MSG: connecting or accepting
     detail::Fd epoll_fd_;                     // Waiting::sleep: the queue's and the event queue's
+    detail::Fd wake_fd_;                      // Waiting::sleep: the dispatcher's poke (eventfd)
+    detail::Dispatcher dispatcher_;           // awaited operations and their waiters
     Gate gate_;                               // MSG: admits peers not added
     PeerId waiting_;                          // wait(.., peer) and wait_for(op, peer): the peer waited on
     struct Watched {
@@ -384,3 +395,6 @@ private:
 };
 
 } // namespace weft
+
+#include "weft/peers/detail/peer_entry.hpp"
+#include "weft/peers/detail/awaiters.hpp"

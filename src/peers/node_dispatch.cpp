@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+// Node::dispatch() and the awaitables of node.hpp: one batch of completions
+// read, each handed to the slot or listener that awaits it, then the waiters
+// it readied resumed, here and nowhere else.
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "weft/base/error.hpp"
+#include "weft/peers/node.hpp"
+
+namespace weft {
+
+bool Node::claim(const Completion& c)
+{
+    if (c.context && dispatcher_.owns(c.context)) {
+        dispatcher_.complete(static_cast<detail::Slot*>(c.context), c, {});
+        return true;
+    }
+    if ((c.op == Op::notify || c.op == Op::recv) && dispatcher_.offer(c)) {
+        if (c.lent)
+            q_->lent_.push_back(c.lent); // its slot goes back at the next read
+        return true;
+    }
+    return false;
+}
+
+void Node::settle()
+{
+    auto& kept = q_->deferred_;
+    for (std::size_t i = 0; i < kept.size();) {
+        const Completion& c = kept[i];
+        if (c.context && dispatcher_.owns(c.context) && c.op != Op::recv && c.op != Op::notify) {
+            const Completion taken = c;
+            kept.erase(i);
+            dispatcher_.complete(static_cast<detail::Slot*>(taken.context), taken, {});
+        } else {
+            ++i;
+        }
+    }
+}
+
+bool Node::take_kept(detail::Listener& l)
+{
+    auto& kept = q_->deferred_;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+        const Completion c = kept[i];
+        if ((c.op == Op::notify || c.op == Op::recv) && l.offer(c)) {
+            kept.erase(i);
+            if (c.lent)
+                q_->lent_.push_back(c.lent);
+            return true;
+        }
+    }
+    return false;
+}
+
+void Node::check_local(const Local& local, bool sink) const
+{
+    if (local.region)
+        q_->check_local(*local.region, sink);
+}
+
+std::size_t Node::dispatch()
+{
+    const Use use(*this, "Node::dispatch");
+    if (dispatcher_.resuming()) [[unlikely]]
+        throw UsageError("Node::dispatch", -FI_EINVAL, std::string(provider()),
+                         "called from a coroutine that dispatch() is resuming (a blocking wait, "
+                         "run() or Transfer::wait inside it): co_await instead");
+    tend();
+    std::size_t routed = 0;
+    // What weft kept meanwhile (an inject's completion; what a blocking wait
+    // read past) that an awaiter wants.
+    if (!q_->deferred_.empty()) [[unlikely]] {
+        auto& kept = q_->deferred_;
+        for (std::size_t i = 0; i < kept.size();) {
+            const Completion c = kept[i];
+            const bool note = c.op == Op::notify || c.op == Op::recv;
+            if (!note && c.context && dispatcher_.owns(c.context)) {
+                kept.erase(i);
+                dispatcher_.complete(static_cast<detail::Slot*>(c.context), c, {});
+                ++routed;
+            } else if (note && dispatcher_.listening() && dispatcher_.offer(c)) {
+                kept.erase(i);
+                if (c.lent)
+                    q_->lent_.push_back(c.lent);
+                ++routed;
+            } else {
+                ++i;
+            }
+        }
+    }
+    std::array<Completion, Completions::poll_batch> got;
+    std::size_t n = 0;
+    try {
+        if (!q_->lent_.empty())
+            q_->repost_lent();
+        n = q_->drain(got);
+    } catch (const Error& e) {
+        if (!dispatcher_.owns(e.context()))
+            throw; // the caller's own operation (posted with its own context)
+        dispatcher_.complete(static_cast<detail::Slot*>(e.context()), Completion{},
+                             std::current_exception());
+        ++routed;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        if (claim(got[i]))
+            ++routed;
+        else
+            q_->defer(got[i]); // a blocking wait's or poll's, later
+    }
+    if (n == 0 && !q_->read_any_)
+        dispatcher_.quiet();
+    dispatcher_.expire();
+    dispatcher_.resume_ready();
+    return routed;
+}
+
+} // namespace weft
+
+namespace weft::detail {
+
+void AwaitBase::park(Waiter& w, std::coroutine_handle<> h, PeerId peer)
+{
+    w.handle = h;
+    w.deadline = deadline_;
+    w.peer = peer;
+    node_.dispatcher().suspend(w);
+    if (stop_.stop_possible())
+        on_stop_.emplace(stop_, CancelWaiter{&w, &node_.dispatcher()});
+}
+
+void AwaitBase::unpark(Waiter& w) noexcept
+{
+    on_stop_.reset(); // waits for a callback running on another thread
+    node_.dispatcher().unlink(w);
+}
+
+void AwaitBase::throw_early(Waiter::Early why, const char* what, PeerId peer) const
+{
+    const std::string provider(node_.provider());
+    switch (why) {
+    case Waiter::Early::cancel:
+        throw Error("co_await", -FI_ECANCELED, provider,
+                    fmt::format("the wait for {} was cancelled (its stop token); the operation "
+                                "itself may still complete: its buffers are the caller's again "
+                                "once Node::drained(peer)",
+                                what));
+    case Waiter::Early::lost:
+        throw Error("co_await", -FI_ECONNRESET, provider,
+                    fmt::format("peer {} was lost while this side waited for {}", peer.index, what),
+                    nullptr, true);
+    default:
+        throw TimeoutError("co_await", -FI_ETIMEDOUT, provider,
+                           fmt::format("no {} before the deadline; an operation still flies: its "
+                                       "buffers are the caller's again once Node::drained(peer); "
+                                       "is the peer alive?",
+                                       what));
+    }
+}
+
+// ---- OpAwait ----
+
+OpAwait::~OpAwait()
+{
+    if (linked) // a frame destroyed while suspended (a Task dropped)
+        unpark(*this);
+    if (slot_)
+        node_.dispatcher().release(slot_); // abandoned: reaped when it completes
+}
+
+bool OpAwait::await_ready()
+{
+    auto& d = node_.dispatcher();
+    slot_ = d.take(this, 0, peer_, false);
+    try {
+        switch (kind_) {
+        case Kind::write:
+            node_.write(peer_, local_, remote_, offset_, static_cast<void*>(slot_));
+            break;
+        case Kind::read:
+            node_.read(peer_, local_, remote_, offset_, static_cast<void*>(slot_));
+            break;
+        case Kind::write_notify:
+            node_.write_notify(peer_, local_, remote_, offset_, value_, static_cast<void*>(slot_));
+            break;
+        case Kind::send:
+            node_.send(peer_, local_, static_cast<void*>(slot_));
+            break;
+        }
+    } catch (...) {
+        d.release(std::exchange(slot_, nullptr));
+        throw;
+    }
+    d.posted(slot_);
+    node_.settle(); // an inject's completion, reported by weft at once: no suspend
+    return done_;
+}
+
+void OpAwait::completed(std::uint32_t, const Completion& c, const std::exception_ptr& error) noexcept
+{
+    slot_ = nullptr; // freed by the dispatcher
+    result_ = c;
+    error_ = error;
+    done_ = true;
+    node_.dispatcher().ready(*this);
+}
+
+void OpAwait::give_up(Early) noexcept
+{
+    if (slot_)
+        node_.dispatcher().release(std::exchange(slot_, nullptr));
+}
+
+Completion OpAwait::await_resume()
+{
+    on_stop_.reset();
+    if (early != Early::no && !done_)
+        throw_early(early, "the operation's completion", peer_);
+    if (error_)
+        std::rethrow_exception(error_);
+    return result_;
+}
+
+// ---- NoteAwait ----
+
+NoteAwait::~NoteAwait()
+{
+    node_.dispatcher().unlisten(*this);
+    if (linked)
+        unpark(*this);
+}
+
+bool NoteAwait::await_ready()
+{
+    return node_.take_kept(*this);
+}
+
+void NoteAwait::await_suspend(std::coroutine_handle<> h)
+{
+    node_.dispatcher().listen(*this);
+    park(*this, h, from_);
+}
+
+bool NoteAwait::offer(const Completion& c) noexcept
+{
+    if (done_ || c.op != op_ || (from_ && c.peer != from_))
+        return false;
+    result_ = c;
+    done_ = true;
+    node_.dispatcher().unlisten(*this);
+    node_.dispatcher().ready(*this);
+    return true;
+}
+
+void NoteAwait::give_up(Early) noexcept
+{
+    node_.dispatcher().unlisten(*this);
+}
+
+Completion NoteAwait::await_resume()
+{
+    on_stop_.reset();
+    if (!done_)
+        throw_early(early, op_ == Op::notify ? "a notification" : "a message", from_);
+    return result_;
+}
+
+// ---- CountAwait ----
+
+CountAwait::~CountAwait()
+{
+    node_.dispatcher().unlisten(*this);
+    if (linked)
+        unpark(*this);
+}
+
+bool CountAwait::wanted(const Completion& c) const noexcept
+{
+    if (c.op != Op::notify || got_ >= count_)
+        return false;
+    for (const PeerId p : from_)
+        if (p == c.peer)
+            return true;
+    return false;
+}
+
+bool CountAwait::await_ready()
+{
+    while (got_ < count_ && node_.take_kept(*this)) {
+    }
+    return got_ >= count_;
+}
+
+void CountAwait::await_suspend(std::coroutine_handle<> h)
+{
+    node_.dispatcher().listen(*this);
+    park(*this, h, PeerId{});
+}
+
+bool CountAwait::offer(const Completion& c) noexcept
+{
+    if (!wanted(c))
+        return false;
+    if (got_ < out_.size())
+        out_[got_] = c;
+    if (++got_ == count_) {
+        node_.dispatcher().unlisten(*this);
+        node_.dispatcher().ready(*this);
+    }
+    return true;
+}
+
+bool CountAwait::waits_on(PeerId peer) const noexcept
+{
+    for (const PeerId p : from_)
+        if (p == peer) {
+            const_cast<CountAwait*>(this)->lost_ = peer;
+            return true;
+        }
+    return false;
+}
+
+void CountAwait::give_up(Early) noexcept
+{
+    node_.dispatcher().unlisten(*this);
+}
+
+std::size_t CountAwait::await_resume()
+{
+    on_stop_.reset();
+    if (got_ < count_)
+        throw_early(early, fmt::format("{} notifications (got {})", count_, got_).c_str(), lost_);
+    return got_;
+}
+
+} // namespace weft::detail
