@@ -268,9 +268,13 @@ void Completions::stash_some()
 
 void Completions::repost_lent()
 {
-    for (const detail::Tag* t : std::exchange(lent_, {}))
+    // Through a second vector, so that neither loses its capacity: a lent
+    // slot costs no allocation per message (tests/async/allocations.cpp).
+    lent_spare_.swap(lent_);
+    for (const detail::Tag* t : lent_spare_)
         if (t->owner)
             t->owner->repost(t->index);
+    lent_spare_.clear();
     if (!follow_ups_.empty())
         run_follow_ups();
 }

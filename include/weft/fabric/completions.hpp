@@ -319,6 +319,7 @@ private:
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized
     std::array<Completion, 16> waiting_{}; // wait()'s batch: not re-initialised on every spin
     std::vector<const detail::Tag*> lent_; // slots handed to the caller, reposted on the next poll
+    std::vector<const detail::Tag*> lent_spare_; // repost_lent()'s, keeping both capacities
     std::vector<detail::Tag> tags_;        // the arena (never reallocated)
     std::vector<std::uint32_t> free_blocks_;
     std::vector<std::uint32_t> quarantine_; // freed, reused once the queue was seen empty
