@@ -28,13 +28,14 @@ build=${WEFT_BUILD_DIR:-$root/build}
 export DEBIAN_FRONTEND=noninteractive
 
 # Everything weft builds with, from Debian's archive (see docs/building.md: Dependencies).
+# libasio-dev: header-only, for the opt-in Asio adapter (weft/asio.hpp) and its tests.
 # mount (Priority: required, but not in a container's minimal root): the fabric
 # lab's guest mounts its file systems with it, and `weft doctor`'s tests their
 # mount namespaces.
 packages=(build-essential cmake pkg-config git
           libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
           catch2 libfmt-dev libcli11-dev nlohmann-json3-dev libnuma-dev libssl-dev gnuplot-nox
-          iproute2 libpmix-dev libcurl4-openssl-dev mount)
+          iproute2 libpmix-dev libcurl4-openssl-dev libasio-dev mount)
 # For `./weft.sh test` only: libFuzzer (clang) for the fuzz targets, and
 # Open MPI's mpirun to launch groups through PMIx, and etcd for the etcd store,
 # and Slurm with munge (its authentication) so that a test can start a one-node

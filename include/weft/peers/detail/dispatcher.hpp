@@ -55,8 +55,14 @@ public:
     /// Why a waiter was readied before what it waited for came.
     enum class Early : std::uint8_t { no, timeout, cancel, lost };
 
-    /// Resumes it: its coroutine, or (an Asio operation) its own hook.
-    virtual void resume() noexcept { handle.resume(); }
+    /// Resumes it: its coroutine, or (an Asio operation) its hook.
+    virtual void resume() noexcept
+    {
+        if (on_resume)
+            on_resume(resume_arg);
+        else
+            handle.resume();
+    }
     /// Its deadline passed, its stop token fired or its peer was lost: give up
     /// what it holds (an awaiter abandons its slot), before resume().
     virtual void give_up(Early why) noexcept = 0;
@@ -64,6 +70,8 @@ public:
     virtual bool waits_on(PeerId p) const noexcept { return peer && peer == p; }
 
     std::coroutine_handle<> handle{};
+    void (*on_resume)(void*) noexcept = nullptr; // instead of the handle (weft/asio.hpp)
+    void* resume_arg = nullptr;
     Deadline deadline = Deadline::never();
     PeerId peer{};                        // lost: readied with Early::lost
     std::atomic<bool> cancelled{false};   // a stop token fired (any thread)

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/// @brief weft in an Asio event loop (standalone Asio 1.22, Debian's
+/// libasio-dev; header-only and opt-in: include this header and Asio's).
+///
+///     asio::io_context io;
+///     auto node = weft::Node::open(options_with_waiting_sleep);
+///     weft::asio::Pump pump(io, node);             // sleeps on node->fd() inside io
+///     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+///         weft::Completion c = co_await weft::asio::async_write(
+///             *node, peer, src, dst, 0, weft::Deadline::after(1s), asio::use_awaitable);
+///     }, asio::detached);
+///     io.run();
+///
+/// Which thread runs what: the Pump's handler runs Node::dispatch() on a
+/// thread running the io_context (run one thread, or a strand: a Node is used
+/// by one thread at a time). Every operation posts on the thread that starts
+/// it, which must be that thread too. A completion handler never runs inside
+/// dispatch(): it is posted to the handler's executor. The Pump waits on the
+/// Node's descriptor, which Asio registers edge-triggered: trywait() is asked
+/// right before each wait with nothing in between, and a timer (at most 100
+/// ms, sooner for an awaited deadline) dispatches even if an edge was missed.
+/// Operations take any completion token (use_awaitable, a callback, use_future)
+/// with the signature void(std::exception_ptr, Result); a cancellation slot
+/// bound to the token cancels the wait (not the wire: Node::drained).
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+#include <utility>
+
+#include <asio.hpp>
+
+#include "weft/async.hpp"
+
+namespace weft::asio {
+
+/// Drives one Node from an io_context. The Node must sleep (Options::waiting =
+/// Waiting::sleep: Node::fd() >= 0); UsageError otherwise.
+class Pump {
+public:
+    Pump(::asio::io_context& io, std::shared_ptr<Node> node)
+        : node_(std::move(node)), wait_(io), timer_(io), state_(std::make_shared<bool>(true))
+    {
+        if (node_->fd() < 0)
+            throw UsageError("weft::asio::Pump", -FI_EINVAL, std::string(node_->provider()),
+                             "the Node does not sleep: open it with Options::waiting = "
+                             "Waiting::sleep, so that it has a descriptor to wait on");
+        wait_.assign(::dup(node_->fd()));
+        arm();
+    }
+    ~Pump() { *state_ = false; }
+    Pump(const Pump&) = delete;
+    Pump& operator=(const Pump&) = delete;
+    Node& node() const noexcept { return *node_; }
+    /// Dispatches until nothing is left (what an operation that finished at
+    /// once readied, too), then waits again.
+    void pump()
+    {
+        for (int i = 0; i < 64 && node_->dispatch() > 0; ++i) {
+        }
+        arm();
+    }
+
+private:
+    void arm()
+    {
+        const std::weak_ptr<bool> alive = state_;
+        const auto when = std::min(Clock::now() + std::chrono::milliseconds(100),
+                                   node_->dispatcher().next_deadline().when());
+        timer_.expires_at(when);
+        timer_.async_wait([this, alive](const std::error_code& ec) {
+            if (!ec && alive.lock() && *alive.lock()) {
+                wait_.cancel();
+            }
+        });
+        if (!node_->trywait()) { // something is pending: dispatch it first
+            ::asio::post(wait_.get_executor(), [this, alive] {
+                if (auto a = alive.lock(); a && *a)
+                    pump();
+            });
+            return;
+        }
+        wait_.async_wait(::asio::posix::stream_descriptor::wait_read,
+                         [this, alive](const std::error_code&) {
+                             if (auto a = alive.lock(); a && *a) {
+                                 timer_.cancel();
+                                 pump();
+                             }
+                         });
+    }
+
+    std::shared_ptr<Node> node_;
+    ::asio::posix::stream_descriptor wait_;
+    ::asio::steady_timer timer_;
+    std::shared_ptr<bool> state_;
+};
+
+namespace detail {
+
+/// One weft awaitable driven for an Asio handler: readied inside dispatch(),
+/// its handler posted to the handler's executor.
+template <class Awaitable, class Result, class Handler>
+class Op {
+public:
+    template <class Make>
+    Op(Node& node, Make&& make, Handler&& h)
+        : node_(node), aw_(make()), handler_(std::move(h)),
+          work_(::asio::prefer(::asio::get_associated_executor(handler_),
+                               ::asio::execution::outstanding_work.tracked))
+    {
+    }
+    static void start(Op* op)
+    {
+        bool ready = false;
+        try {
+            ready = op->aw_.await_ready();
+        } catch (...) {
+            op->finish(std::current_exception());
+            return;
+        }
+        if (ready) {
+            op->finish(nullptr);
+            return;
+        }
+        auto slot = ::asio::get_associated_cancellation_slot(op->handler_);
+        if (slot.is_connected())
+            slot.assign([op](::asio::cancellation_type) {
+                op->aw_.cancelled.store(true, std::memory_order_release);
+                op->node_.dispatcher().poke();
+            });
+        op->aw_.on_resume = [](void* self) noexcept { static_cast<Op*>(self)->finish(nullptr); };
+        op->aw_.resume_arg = op;
+        op->aw_.await_suspend(std::noop_coroutine());
+    }
+
+private:
+    void finish(std::exception_ptr error) noexcept
+    {
+        std::optional<Result> result;
+        if (!error) {
+            try {
+                if constexpr (std::is_void_v<decltype(aw_.await_resume())>) {
+                    aw_.await_resume();
+                    result.emplace();
+                } else {
+                    result.emplace(aw_.await_resume());
+                }
+            } catch (...) {
+                error = std::current_exception();
+            }
+        }
+        if (!result)
+            result.emplace();
+        auto slot = ::asio::get_associated_cancellation_slot(handler_);
+        if (slot.is_connected())
+            slot.clear();
+        // Moved out, then this op freed, then the handler posted: it never
+        // runs inside dispatch(), and may start the next operation at once.
+        Handler h = std::move(handler_);
+        auto work = std::move(work_);
+        auto alloc = ::asio::get_associated_allocator(h);
+        using Alloc = typename std::allocator_traits<decltype(alloc)>::template rebind_alloc<Op>;
+        Alloc a(alloc);
+        std::allocator_traits<Alloc>::destroy(a, this);
+        std::allocator_traits<Alloc>::deallocate(a, this, 1);
+        ::asio::post(work, [h = std::move(h), error, r = std::move(*result)]() mutable {
+            std::move(h)(error, std::move(r));
+        });
+    }
+
+    Node& node_;
+    Awaitable aw_;
+    Handler handler_;
+    decltype(::asio::prefer(::asio::get_associated_executor(std::declval<Handler&>()),
+                            ::asio::execution::outstanding_work.tracked)) work_;
+};
+
+struct Nothing {};
+
+template <class Awaitable, class Result, class Token, class Make>
+auto initiate(Node& node, Make make, Token&& token)
+{
+    return ::asio::async_initiate<Token, void(std::exception_ptr, Result)>(
+        [&node, make](auto handler) mutable {
+            using H = decltype(handler);
+            using O = Op<Awaitable, Result, H>;
+            auto alloc = ::asio::get_associated_allocator(handler);
+            using Alloc = typename std::allocator_traits<decltype(alloc)>::template rebind_alloc<O>;
+            Alloc a(alloc);
+            O* op = std::allocator_traits<Alloc>::allocate(a, 1);
+            try {
+                std::allocator_traits<Alloc>::construct(a, op, node, make, std::move(handler));
+            } catch (...) {
+                std::allocator_traits<Alloc>::deallocate(a, op, 1);
+                throw;
+            }
+            O::start(op);
+        },
+        token);
+}
+
+} // namespace detail
+
+// ---- operations: each as Node's awaited call of the same name ----
+
+template <class Token>
+auto async_write(Node& node, PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+                 Deadline deadline, Token&& token)
+{
+    return detail::initiate<weft::detail::OpAwait, Completion>(
+        node, [&node, peer, src, dst, offset, deadline] { return node.write(peer, src, dst, offset, deadline); },
+        std::forward<Token>(token));
+}
+
+template <class Token>
+auto async_read(Node& node, PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
+                Deadline deadline, Token&& token)
+{
+    return detail::initiate<weft::detail::OpAwait, Completion>(
+        node, [&node, peer, dst, src, offset, deadline] { return node.read(peer, dst, src, offset, deadline); },
+        std::forward<Token>(token));
+}
+
+template <class Token>
+auto async_write_notify(Node& node, PeerId peer, Local src, const RemoteRegion& dst,
+                        std::uint64_t offset, std::uint32_t value, Deadline deadline, Token&& token)
+{
+    return detail::initiate<weft::detail::OpAwait, Completion>(
+        node, [&node, peer, src, dst, offset, value, deadline] {
+            return node.write_notify(peer, src, dst, offset, value, deadline);
+        },
+        std::forward<Token>(token));
+}
+
+/// The next notification from `from` (PeerId{}: anyone).
+template <class Token>
+auto async_notification(Node& node, PeerId from, Deadline deadline, Token&& token)
+{
+    return detail::initiate<weft::detail::NoteAwait, Completion>(
+        node, [&node, from, deadline] { return node.notification(from, deadline); },
+        std::forward<Token>(token));
+}
+
+/// Until `transfer` (posted) completed; its first failure as the exception.
+template <class Token>
+auto async_wait(Transfer& transfer, Deadline deadline, Token&& token)
+{
+    return detail::initiate<weft::detail::TransferAwait, detail::Nothing>(
+        transfer.node(), [&transfer, deadline] { return transfer.done(deadline); }, std::forward<Token>(token));
+}
+
+} // namespace weft::asio
