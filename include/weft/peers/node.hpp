@@ -234,7 +234,7 @@ public:
     /// inject's), resuming nobody; take_kept() offers a listener what was kept;
     /// check_local(): UsageError for a Local a post would refuse (revoked, another Node's).
     detail::Dispatcher& dispatcher() noexcept { return dispatcher_; }
-    void settle();
+    void settle(const void* mine = nullptr); // mine: only the last kept, if it is that
     bool take_kept(detail::Listener& l);
     void check_local(const Local& local, bool sink) const;
 

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+// weft-async-bench: what awaiting costs, in one process (targets progressed by
+// threads of their own), every method interleaved block by block, medians:
+//   ops:      a write awaited in a coroutine against the same write posted and
+//             waited for (blocking), 8 B and 64 KiB, 1 and 64 in flight;
+//   transfer: 256 x 16 KiB to 1, 2, 4 peers with one notification each, as a
+//             Transfer, by hand with write_notify, and raw libfabric (fi_write,
+//             fi_writedata on the last, fi_cq_read) on the same endpoints.
+//   usage: weft-async-bench [PROVIDER [msg|rdm]]   (default tcp msg)
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/async.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Deadline soon() { return Deadline::after(30s); }
+
+struct Bench {
+    std::shared_ptr<Node> hub;
+    std::vector<std::shared_ptr<Node>> targets;
+    std::vector<PeerId> ids;
+    std::vector<std::shared_ptr<MemoryRegion>> regions;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> serving;
+    Bench(const Options& o, std::size_t n, std::size_t size)
+    {
+        hub = Node::open(o);
+        for (std::size_t i = 0; i < n; ++i) {
+            targets.push_back(Node::open_like(o, hub->address()));
+            ids.push_back(hub->add_peer(targets.back()->address()));
+            (void)targets.back()->add_peer(hub->address());
+            regions.push_back(targets.back()->allocate(size, Access::remote_write));
+        }
+        for (auto& t : targets)
+            serving.emplace_back([this, node = t.get()] {
+                std::array<Completion, 16> drop;
+                while (!stop)
+                    (void)node->poll(drop); // takes the notifications too
+            });
+        hub->connect(ids, soon());
+    }
+    ~Bench()
+    {
+        stop = true;
+        for (auto& t : serving)
+            t.join();
+    }
+};
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+template <class F>
+double seconds(F&& f)
+{
+    const auto t0 = Clock::now();
+    f();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Task<> await_writes(Node& hub, PeerId p, Local src, RemoteRegion dst, int n)
+{
+    for (int i = 0; i < n; ++i)
+        (void)co_await hub.write(p, src, dst, 0, soon());
+}
+
+void ops(const Options& o, std::size_t size, int depth)
+{
+    Bench b(o, 1, size * 64);
+    auto src = b.hub->allocate(size * 64, Access::local);
+    const int n = size > 4096 ? 2000 : 20000;
+    std::vector<double> sync, async;
+    std::vector<int> ctx(depth);
+    for (int block = 0; block < 7; ++block) {
+        sync.push_back(seconds([&] {
+            for (int i = 0; i < n / depth; ++i) {
+                for (int d = 0; d < depth; ++d)
+                    b.hub->write(b.ids[0], src->slice(size * d, size), b.regions[0]->remote(),
+                                 size * d, &ctx[d]);
+                for (int d = 0; d < depth; ++d)
+                    (void)b.hub->wait(&ctx[d], soon());
+            }
+        }) / n);
+        std::vector<Task<>> tasks;
+        for (int d = 0; d < depth; ++d)
+            tasks.push_back(await_writes(*b.hub, b.ids[0], src->slice(size * d, size),
+                                         b.regions[0]->remote(), n / depth));
+        async.push_back(seconds([&] {
+            for (auto& t : tasks)
+                t.start();
+            while (!std::all_of(tasks.begin(), tasks.end(), [](auto& t) { return t.done(); }))
+                b.hub->dispatch();
+        }) / n);
+    }
+    std::printf("ops  %-12s %6zu B  %2d in flight  blocking %8.0f ns/op  coroutine %8.0f ns/op  "
+                "coroutine/blocking %.3f\n",
+                o.provider.c_str(), size, depth, median(sync) * 1e9, median(async) * 1e9,
+                median(async) / median(sync));
+}
+
+void raw_transfer(Bench& b, MemoryRegion& src, std::size_t count, std::size_t len)
+{
+    fid_cq* cq = b.hub->completions().queue()->get();
+    std::size_t expected = 0, got = 0;
+    std::vector<fi_cq_data_entry> e(64);
+    auto reap = [&] {
+        const ssize_t r = fi_cq_read(cq, e.data(), e.size());
+        if (r > 0)
+            got += static_cast<std::size_t>(r);
+    };
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t p = i % b.ids.size();
+        Endpoint& ep = b.hub->endpoint(b.ids[p]);
+        const fi_addr_t to = b.hub->fabric_peer(b.ids[p]).addr;
+        const RemoteRegion r = b.regions[p]->remote();
+        const std::uint64_t off = (i / b.ids.size()) * len;
+        const bool last = i + b.ids.size() >= count;
+        for (;;) {
+            const ssize_t rc =
+                last ? fi_writedata(ep.get(), src.data() + i * len, len, src.desc(), 1, to,
+                                    r.write_address(off, len), r.key(), &b)
+                     : fi_write(ep.get(), src.data() + i * len, len, src.desc(), to,
+                                r.write_address(off, len), r.key(), &b);
+            if (rc == 0)
+                break;
+            reap();
+        }
+        ++expected;
+    }
+    while (got < expected)
+        reap();
+}
+
+void transfers(const Options& o, std::size_t peers)
+{
+    constexpr std::size_t count = 256, len = 16 * 1024;
+    Bench b(o, peers, count * len);
+    auto src = b.hub->allocate(count * len, Access::local);
+    std::vector<TransferEntry> entries;
+    for (std::size_t i = 0; i < count; ++i)
+        entries.push_back({b.ids[i % peers], src->slice(i * len, len),
+                           b.regions[i % peers]->remote(), (i / peers) * len});
+    auto t = Transfer::prepare(b.hub, Direction::write, entries, Notify{.enabled = true});
+    std::vector<int> ctx(count);
+    std::vector<double> tr, hand, raw;
+    for (int block = 0; block < 9; ++block) {
+        tr.push_back(seconds([&] {
+            t.post();
+            t.wait(soon());
+        }));
+        hand.push_back(seconds([&] {
+            for (std::size_t i = 0; i < count; ++i) {
+                const auto& e = entries[i];
+                if (i + peers >= count)
+                    b.hub->write_notify(e.peer, e.local, e.remote, e.offset, 1, &ctx[i]);
+                else
+                    b.hub->write(e.peer, e.local, e.remote, e.offset, &ctx[i]);
+            }
+            for (std::size_t i = 0; i < count; ++i)
+                (void)b.hub->wait(&ctx[i], soon());
+        }));
+        raw.push_back(seconds([&] { raw_transfer(b, *src, count, len); }));
+    }
+    const double bytes = count * len;
+    std::printf("transfer %-12s 256 x 16 KiB to %zu peer(s)  Transfer %6.2f GB/s  by hand %6.2f "
+                "GB/s  raw %6.2f GB/s  Transfer/raw %.3f  Transfer/by hand %.3f\n",
+                o.provider.c_str(), peers, bytes / median(tr) / 1e9, bytes / median(hand) / 1e9,
+                bytes / median(raw) / 1e9, median(raw) / median(tr), median(hand) / median(tr));
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    Options o;
+    o.provider = argc > 1 ? argv[1] : "tcp";
+    o.kind = argc > 2 && std::string(argv[2]) == "rdm" ? EndpointKind::rdm : EndpointKind::msg;
+    o.allow_shm = true;
+    o.node = "127.0.0.1";
+    try {
+        for (std::size_t size : {std::size_t{8}, std::size_t{64 * 1024}})
+            for (int depth : {1, 64})
+                ops(o, size, depth);
+        for (std::size_t peers : {1, 2, 4})
+            transfers(o, peers);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "weft-async-bench: %s\n", e.what());
+        return 1;
+    }
+}
