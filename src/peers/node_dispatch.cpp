@@ -321,11 +321,11 @@ bool CountAwait::offer(const Completion& c) noexcept
     return true;
 }
 
-bool CountAwait::waits_on(PeerId peer) const noexcept
+bool CountAwait::waits_on(PeerId gone) const noexcept
 {
     for (const PeerId p : from_)
-        if (p == peer) {
-            const_cast<CountAwait*>(this)->lost_ = peer;
+        if (p == gone) {
+            const_cast<CountAwait*>(this)->lost_ = gone;
             return true;
         }
     return false;

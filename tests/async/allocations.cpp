@@ -10,6 +10,9 @@
 
 #include "async/support.hpp"
 
+// malloc and free under operator new and delete: GCC cannot see that they pair.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 namespace {
 thread_local bool counting = false;
 std::atomic<std::size_t> allocations{0};

@@ -64,8 +64,8 @@ private:
 
 class [[nodiscard]] TransferAwait final : public Waiter, private AwaitBase {
 public:
-    TransferAwait(TransferState& state, Deadline deadline, std::stop_token stop)
-        : AwaitBase(*state.node, deadline, std::move(stop)), state_(&state)
+    TransferAwait(TransferState& state, Deadline until, std::stop_token stop)
+        : AwaitBase(*state.node, until, std::move(stop)), state_(&state)
     {
     }
     ~TransferAwait();

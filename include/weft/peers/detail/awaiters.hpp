@@ -49,9 +49,9 @@ protected:
 class [[nodiscard]] OpAwait final : public Sink, public Waiter, private AwaitBase {
 public:
     enum class Kind : std::uint8_t { write, read, write_notify, send };
-    OpAwait(Node& node, Kind kind, PeerId peer, Local local, const RemoteRegion* remote,
-            std::uint64_t offset, std::uint32_t value, Deadline deadline, std::stop_token stop)
-        : AwaitBase(node, deadline, std::move(stop)), kind_(kind), peer_(peer), local_(local),
+    OpAwait(Node& node, Kind kind, PeerId to, Local local, const RemoteRegion* remote,
+            std::uint64_t offset, std::uint32_t value, Deadline until, std::stop_token stop)
+        : AwaitBase(node, until, std::move(stop)), kind_(kind), peer_(to), local_(local),
           remote_(remote ? *remote : RemoteRegion{}), offset_(offset), value_(value)
     {
     }
@@ -83,8 +83,8 @@ private:
 /// A message's bytes stay valid until the awaiting coroutine's next co_await.
 class [[nodiscard]] NoteAwait final : public Listener, private AwaitBase {
 public:
-    NoteAwait(Node& node, Op op, PeerId from, Deadline deadline, std::stop_token stop)
-        : AwaitBase(node, deadline, std::move(stop)), op_(op), from_(from)
+    NoteAwait(Node& node, Op op, PeerId from, Deadline until, std::stop_token stop)
+        : AwaitBase(node, until, std::move(stop)), op_(op), from_(from)
     {
     }
     ~NoteAwait();
@@ -110,8 +110,8 @@ private:
 class [[nodiscard]] CountAwait final : public Listener, private AwaitBase {
 public:
     CountAwait(Node& node, std::span<const PeerId> from, std::size_t count,
-               std::span<Completion> out, Deadline deadline, std::stop_token stop)
-        : AwaitBase(node, deadline, std::move(stop)), from_(from), count_(count), out_(out)
+               std::span<Completion> out, Deadline until, std::stop_token stop)
+        : AwaitBase(node, until, std::move(stop)), from_(from), count_(count), out_(out)
     {
     }
     ~CountAwait();
