@@ -6,11 +6,19 @@
 //   transfer: 256 x 16 KiB to 1, 2, 4 peers with one notification each, as a
 //             Transfer, by hand with write_notify, and raw libfabric (fi_write,
 //             fi_writedata on the last, fi_cq_read) on the same endpoints.
+//   instructions: one cell of instructions per completed write under callgrind
+//             (bench/async_instructions.py runs them all): blocking, coroutine
+//             or asio, SIZE bytes, DEPTH in flight; the timed loop is dumped
+//             as "timed loop", the serving threads' instructions apart.
+//   sleep:    a round trip between two sleeping Nodes, each woken from its
+//             descriptor: Node::sleep against the Asio pump.
 //   usage: weft-async-bench [PROVIDER [msg|rdm]]   (default tcp msg)
+//          weft-async-bench --instructions blocking|coroutine|asio SIZE DEPTH [PROVIDER [msg|rdm]]
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,7 +26,13 @@
 #include <thread>
 #include <vector>
 
+#include "weft/asio.hpp"
 #include "weft/async.hpp"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define WEFT_HAVE_CALLGRIND 1
+#endif
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -184,10 +198,150 @@ void transfers(const Options& o, std::size_t peers)
                 bytes / median(raw) / 1e9, median(raw) / median(tr), median(hand) / median(tr));
 }
 
+/// `n` writes of `size` bytes, `depth` in flight, the way `kind` says.
+void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_t size, int depth,
+                int n, ::asio::io_context* io)
+{
+    std::vector<int> ctx(depth);
+    const RemoteRegion dst = b.regions[0]->remote();
+    if (kind == "blocking") {
+        for (int i = 0; i < n / depth; ++i) {
+            for (int d = 0; d < depth; ++d)
+                b.hub->write(b.ids[0], src.slice(size * d, size), dst, size * d, &ctx[d]);
+            for (int d = 0; d < depth; ++d)
+                (void)b.hub->wait(&ctx[d], soon());
+        }
+    } else if (kind == "coroutine") {
+        std::vector<Task<>> tasks;
+        for (int d = 0; d < depth; ++d)
+            tasks.push_back(await_writes(*b.hub, b.ids[0], src.slice(size * d, size), dst, n / depth));
+        for (auto& t : tasks)
+            t.start();
+        while (!std::all_of(tasks.begin(), tasks.end(), [](auto& t) { return t.done(); }))
+            b.hub->dispatch();
+    } else {
+        int left = depth;
+        for (int d = 0; d < depth; ++d)
+            ::asio::co_spawn(
+                *io,
+                [&, d]() -> ::asio::awaitable<void> {
+                    for (int i = 0; i < n / depth; ++i)
+                        (void)co_await weft::asio::async_write(*b.hub, b.ids[0], src.slice(size * d, size),
+                                                               dst, size * d, soon(), ::asio::use_awaitable);
+                    if (--left == 0)
+                        io->stop();
+                },
+                ::asio::detached);
+        io->restart();
+        io->run();
+    }
+}
+
+int instructions(const std::string& kind, std::size_t size, int depth, Options o)
+{
+    if (kind == "asio")
+        o.waiting = Waiting::sleep;
+    Bench b(o, 1, size * 64);
+    auto src = b.hub->allocate(size * 64, Access::local);
+    std::optional<::asio::io_context> io;
+    std::optional<weft::asio::Pump> pump;
+    if (kind == "asio") {
+        io.emplace();
+        pump.emplace(*io, b.hub);
+    }
+    const int n = 64 * 40;
+    run_writes(b, kind, *src, size, depth, 64 * 10, io ? &*io : nullptr); // warm
+#ifdef WEFT_HAVE_CALLGRIND
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_START_INSTRUMENTATION;
+#endif
+    run_writes(b, kind, *src, size, depth, n, io ? &*io : nullptr);
+#ifdef WEFT_HAVE_CALLGRIND
+    CALLGRIND_STOP_INSTRUMENTATION;
+    CALLGRIND_DUMP_STATS_AT("timed loop");
+#endif
+    std::printf("{\"kind\": \"%s\", \"size\": %zu, \"depth\": %d, \"ops\": %d}\n", kind.c_str(),
+                size, depth, n);
+    return 0;
+}
+
+/// Round trips between two Nodes that sleep between messages: each side
+/// sleeps on its descriptor (Node::sleep) or inside an io_context (the Pump).
+void sleeping_round_trips(Options o)
+{
+    o.waiting = Waiting::sleep;
+    constexpr int n = 2000;
+    std::vector<double> plain, pumped;
+    for (int block = 0; block < 7; ++block) {
+        for (const bool asio : {false, true}) {
+            auto a = Node::open(o);
+            auto z = Node::open_like(o, a->address());
+            const PeerId to_z = a->add_peer(z->address());
+            const PeerId to_a = z->add_peer(a->address());
+            auto ra = a->allocate(64, Access::remote_write);
+            auto rz = z->allocate(64, Access::remote_write);
+            a->connect(to_z, soon());
+            auto player = [](Node& me, PeerId peer, RemoteRegion there, bool first) -> Task<> {
+                auto src = me.allocate(8, Access::local);
+                for (int r = 0; r < n; ++r) {
+                    if (first)
+                        (void)co_await me.write_notify(peer, src->slice(0, 8), there, 0, 1, soon());
+                    (void)co_await me.notification(peer, soon());
+                    if (!first)
+                        (void)co_await me.write_notify(peer, src->slice(0, 8), there, 0, 1, soon());
+                }
+            };
+            std::thread far([&] { z->run(player(*z, to_a, ra->remote(), false), Deadline::after(120s)); });
+            const double t = seconds([&] {
+                if (!asio) {
+                    a->run(player(*a, to_z, rz->remote(), true), Deadline::after(120s));
+                    return;
+                }
+                ::asio::io_context io;
+                weft::asio::Pump pump(io, a);
+                ::asio::co_spawn(
+                    io,
+                    [&]() -> ::asio::awaitable<void> {
+                        auto src = a->allocate(8, Access::local);
+                        for (int r = 0; r < n; ++r) {
+                            (void)co_await weft::asio::async_write_notify(*a, to_z, src->slice(0, 8),
+                                                                          rz->remote(), 0, 1, soon(),
+                                                                          ::asio::use_awaitable);
+                            (void)co_await weft::asio::async_notification(*a, to_z, soon(),
+                                                                          ::asio::use_awaitable);
+                        }
+                        io.stop();
+                    },
+                    ::asio::detached);
+                io.run();
+            });
+            far.join();
+            (asio ? pumped : plain).push_back(t / n);
+        }
+    }
+    std::printf("sleep %-12s round trip, both sides asleep between messages  Node::sleep %8.1f us  "
+                "Asio pump %8.1f us  pump/sleep %.3f\n",
+                o.provider.c_str(), median(plain) * 1e6, median(pumped) * 1e6,
+                median(pumped) / median(plain));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
+    if (argc >= 5 && std::string(argv[1]) == "--instructions") {
+        Options o;
+        o.provider = argc > 5 ? argv[5] : "tcp";
+        o.kind = argc > 6 && std::string(argv[6]) == "rdm" ? EndpointKind::rdm : EndpointKind::msg;
+        o.allow_shm = true;
+        o.node = "127.0.0.1";
+        try {
+            return instructions(argv[2], std::stoul(argv[3]), std::stoi(argv[4]), o);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "weft-async-bench: %s\n", e.what());
+            return 1;
+        }
+    }
     Options o;
     o.provider = argc > 1 ? argv[1] : "tcp";
     o.kind = argc > 2 && std::string(argv[2]) == "rdm" ? EndpointKind::rdm : EndpointKind::msg;
@@ -199,6 +353,7 @@ int main(int argc, char** argv)
                 ops(o, size, depth);
         for (std::size_t peers : {1, 2, 4})
             transfers(o, peers);
+        sleeping_round_trips(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "weft-async-bench: %s\n", e.what());
         return 1;

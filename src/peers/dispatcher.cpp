@@ -67,6 +67,7 @@ void Dispatcher::suspend(Waiter& w) noexcept
 {
     w.early = Waiter::Early::no;
     w.linked = true;
+    next_due_ = std::min(next_due_, w.deadline.when());
     w.prev = nullptr;
     w.next = waiters_;
     if (waiters_)
@@ -144,9 +145,14 @@ bool Dispatcher::take_poke() noexcept
 void Dispatcher::expire()
 {
     const bool poked = take_poke();
-    if (!waiters_)
+    if (!waiters_) {
+        next_due_ = Clock::time_point::max();
         return;
+    }
     const auto now = Clock::now();
+    if (!poked && now < next_due_)
+        return;
+    next_due_ = Clock::time_point::max(); // recomputed from those that stay
     for (Waiter* w = waiters_; w;) {
         Waiter* next = w->next;
         Waiter::Early why = Waiter::Early::no;
@@ -158,6 +164,8 @@ void Dispatcher::expire()
             w->early = why;
             w->give_up(why);
             ready(*w);
+        } else {
+            next_due_ = std::min(next_due_, w->deadline.when());
         }
         w = next;
     }

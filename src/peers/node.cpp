@@ -287,6 +287,12 @@ Endpoint& Node::endpoint(PeerId peer)
     return *route(peer, "Node::endpoint").ep;
 }
 
+std::size_t Node::read_ranges_limit(PeerId peer)
+{
+    const Use use(*this, "Node::read_ranges_limit");
+    return route(peer, "read_ranges_limit").ep->read_ranges_limit();
+}
+
 Peer Node::fabric_peer(PeerId peer)
 {
     const Use use(*this, "Node::fabric_peer");
@@ -315,42 +321,6 @@ std::shared_ptr<MemoryRegion> Node::register_memory(std::span<std::byte> memory,
 }
 
 // ---- completions ----
-
-std::size_t Node::poll(std::span<Completion> out)
-{
-    const Use use(*this, "Node::poll");
-    tend();
-    if (!dispatcher_.armed()) [[likely]]
-        return q_->poll(out);
-    // Awaited operations' completions go to their waiters, not to the caller.
-    std::size_t n = 0;
-    try {
-        n = q_->poll(out);
-    } catch (const Error& e) {
-        if (!dispatcher_.owns(e.context()))
-            throw;
-        dispatcher_.complete(static_cast<detail::Slot*>(e.context()), Completion{},
-                             std::current_exception());
-        return 0;
-    }
-    std::size_t m = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (out[i].context && dispatcher_.owns(out[i].context) && out[i].op != Op::recv &&
-            out[i].op != Op::notify)
-            dispatcher_.complete(static_cast<detail::Slot*>(out[i].context), out[i], {});
-        else
-            out[m++] = out[i];
-    }
-    return m;
-}
-
-std::optional<Completion> Node::poll_one()
-{
-    Completion c;
-    if (poll(std::span(&c, 1)) == 1)
-        return c;
-    return std::nullopt;
-}
 
 Completion Node::wait_for(Op op, Deadline deadline)
 {

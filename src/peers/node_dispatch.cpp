@@ -64,6 +64,42 @@ bool Node::take_kept(detail::Listener& l)
     return false;
 }
 
+std::size_t Node::poll(std::span<Completion> out)
+{
+    const Use use(*this, "Node::poll");
+    tend();
+    if (!dispatcher_.armed()) [[likely]]
+        return q_->poll(out);
+    // Awaited operations' completions go to their waiters, not to the caller.
+    std::size_t n = 0;
+    try {
+        n = q_->poll(out);
+    } catch (const Error& e) {
+        if (!dispatcher_.owns(e.context()))
+            throw;
+        dispatcher_.complete(static_cast<detail::Slot*>(e.context()), Completion{},
+                             std::current_exception());
+        return 0;
+    }
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (out[i].context && dispatcher_.owns(out[i].context) && out[i].op != Op::recv &&
+            out[i].op != Op::notify)
+            dispatcher_.complete(static_cast<detail::Slot*>(out[i].context), out[i], {});
+        else
+            out[m++] = out[i];
+    }
+    return m;
+}
+
+std::optional<Completion> Node::poll_one()
+{
+    Completion c;
+    if (poll(std::span(&c, 1)) == 1)
+        return c;
+    return std::nullopt;
+}
+
 void Node::check_local(const Local& local, bool sink) const
 {
     if (local.region)
@@ -77,7 +113,10 @@ std::size_t Node::dispatch()
         throw UsageError("Node::dispatch", -FI_EINVAL, std::string(provider()),
                          "called from a coroutine that dispatch() is resuming (a blocking wait, "
                          "run() or Transfer::wait inside it): co_await instead");
-    tend();
+    // Connection events and lost peers every 32nd dispatch: a loop that
+    // spins on dispatch() pays for them as a blocking wait's idle check does.
+    if ((ticks_++ & 31) == 0)
+        tend();
     std::size_t routed = 0;
     // What weft kept meanwhile (an inject's completion; what a blocking wait
     // read past) that an awaiter wants.
@@ -100,12 +139,55 @@ std::size_t Node::dispatch()
             }
         }
     }
-    std::array<Completion, Completions::poll_batch> got;
     std::size_t n = 0;
     try {
-        if (!q_->lent_.empty())
-            q_->repost_lent();
-        n = q_->drain(got);
+        if (q_->deferred_.empty() && q_->plain_wait()) [[likely]] {
+            // The fast path, as Completions::poll's: the queue's raw entries, an
+            // awaited operation's completion routed straight from its entry (a
+            // queue that names sources reads them too, for the others).
+            q_->activity_.note();
+            std::array<fi_cq_data_entry, Completions::poll_batch> entries;
+            std::array<fi_addr_t, Completions::poll_batch> from;
+            const std::uint64_t absorbed = q_->absorptions_;
+            n = q_->sources_ ? q_->read_cq_from(entries.data(), from.data(), entries.size())
+                             : q_->read_cq(entries.data(), entries.size());
+            for (std::size_t i = 0; i < n; ++i) {
+                const fi_cq_data_entry& e = entries[i];
+                if (!(e.flags & FI_REMOTE_CQ_DATA) && dispatcher_.owns(e.op_context)) [[likely]] {
+                    --q_->in_flight_;
+                    dispatcher_.complete(static_cast<detail::Slot*>(e.op_context),
+                                         Completion{.context = e.op_context,
+                                                    .op = detail::op_from_flags(e.flags),
+                                                    .len = e.len},
+                                         {});
+                    ++routed;
+                    continue;
+                }
+                Completion c;
+                if (!q_->translate(e, c))
+                    continue;
+                if (q_->sources_)
+                    q_->name_source(c, e, from[i]);
+                if (claim(c))
+                    ++routed;
+                else
+                    q_->defer(c); // a blocking wait's or poll's, later
+            }
+            if (!q_->follow_ups_.empty()) [[unlikely]]
+                q_->run_follow_ups();
+            q_->read_any_ = n > 0 || q_->absorptions_ != absorbed;
+        } else {
+            if (!q_->lent_.empty())
+                q_->repost_lent();
+            auto& got = q_->waiting_; // not initialised on every dispatch
+            n = q_->drain(got);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (claim(got[i]))
+                    ++routed;
+                else
+                    q_->defer(got[i]);
+            }
+        }
     } catch (const Error& e) {
         if (!dispatcher_.owns(e.context()))
             throw; // the caller's own operation (posted with its own context)
@@ -113,15 +195,12 @@ std::size_t Node::dispatch()
                              std::current_exception());
         ++routed;
     }
-    for (std::size_t i = 0; i < n; ++i) {
-        if (claim(got[i]))
-            ++routed;
-        else
-            q_->defer(got[i]); // a blocking wait's or poll's, later
-    }
-    if (n == 0 && !q_->read_any_)
+    if (n == 0 && !q_->read_any_ && dispatcher_.orphaned()) [[unlikely]]
         dispatcher_.quiet();
-    dispatcher_.expire();
+    // Deadlines read the clock every 16th dispatch, and only while a waiter
+    // has one; a cancel is seen at once.
+    if (dispatcher_.poked() || (dispatcher_.due() && (ticks_ & 15) == 0))
+        dispatcher_.expire();
     dispatcher_.resume_ready();
     return routed;
 }
@@ -181,6 +260,13 @@ OpAwait::~OpAwait()
 
 bool OpAwait::await_ready()
 {
+    // A small write is injected: complete on return, with no context, no slot
+    // and nothing to take from the queue (as cheap as the blocking path's).
+    if (kind_ == Kind::write && node_.write_injected(peer_, local_, remote_, offset_)) {
+        result_ = Completion{.op = Op::write, .len = local_.len};
+        done_ = true;
+        return true;
+    }
     auto& d = node_.dispatcher();
     slot_ = d.take(this, 0, peer_, false);
     try {

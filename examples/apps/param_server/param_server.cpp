@@ -1,16 +1,19 @@
 // weft-param-server: a parameter server over a group. Rank 0 holds the parameters; every
 // other rank is a worker that, each round, pushes its gradient into its own slot in the
-// server's memory (an RMA write with a notification), waits for the server to add all of
-// them into the parameters, and pulls the parameters back with an RMA read. Every value
-// is an exact sum, checked by every worker after every round. Launch as a group:
+// server's memory (an RMA write with a notification). The server counts the workers'
+// notifications, adds the gradients into the parameters, and writes the parameters back
+// to every worker as one Transfer, each worker notified once they landed. Every value is
+// an exact sum, checked by every worker after every round. Launch as a group:
 //   mpirun -np 5 weft-param-server [FLOATS] [ROUNDS] [--yield] [--csv]
 // Rank 0 prints rounds per second and the bytes each worker moved per second.
+#include <weft/async.hpp>
 #include <weft/groups/group.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 
 using namespace std::chrono_literals;
@@ -51,44 +54,51 @@ try {
         return want;
     };
     const std::size_t bytes = floats * sizeof(float);
-    // The server: parameters (read by the workers) and a gradient slot per worker.
-    // A worker: its gradient (the push's source) and its copy of the parameters (the pull's sink).
-    auto params = node.allocate(bytes, me == 0 ? weft::Access::remote_read : weft::Access::local);
+    // The server: parameters (written to every worker) and a gradient slot per worker.
+    // A worker: its gradient (the push's source) and its copy of the parameters, which
+    // the server writes.
+    auto params = node.allocate(bytes, me == 0 ? weft::Access::local : weft::Access::remote_write);
     auto grads = node.allocate(me == 0 ? workers * bytes : bytes,
                                me == 0 ? weft::Access::remote_write : weft::Access::local);
-    if (me == 0) { // the workers find the server's two regions in the group's store
-        g.store().set("param-server/grads", grads->remote().encode());
-        g.store().set("param-server/params", params->remote().encode());
-    }
-    const auto server_grads = weft::RemoteRegion::decode(g.store().get("param-server/grads", soon()));
-    const auto server_params = weft::RemoteRegion::decode(g.store().get("param-server/params", soon()));
-    auto flag = node.allocate(sizeof(std::uint32_t), weft::Access::local); // the server's "done"
+    // The server's gradient slots ([0]) and each worker's parameters, all gathered (a rank
+    // offers RemoteRegion{} for the region it does not export).
+    const auto all_grads = g.all_gather(me == 0 ? grads->remote() : weft::RemoteRegion{}, soon());
+    const auto all_params = g.all_gather(me == 0 ? weft::RemoteRegion{} : params->remote(), soon());
     g.connect(weft::Topology::star, soon());
     auto* p = reinterpret_cast<float*>(params->data());
     auto* gr = reinterpret_cast<float*>(grads->data());
     int wrong = 0, ctx = 0;
+    // The server's answer, prepared once: the parameters to every worker, one notification each.
+    std::vector<weft::PeerId> worker_ids;
+    std::vector<weft::TransferEntry> answer;
+    for (std::uint32_t w = 1; me == 0 && w <= workers; ++w) {
+        worker_ids.push_back(g.peer(w));
+        answer.push_back({g.peer(w), params->all(), all_params[w], 0});
+    }
+    std::optional<weft::Transfer> broadcast;
+    if (me == 0)
+        broadcast.emplace(weft::Transfer::prepare(g.node_ptr(), weft::Direction::write, answer,
+                                                  weft::Notify{.enabled = true}));
+    const auto gathered = [](weft::Node& n, std::span<const weft::PeerId> from) -> weft::Task<> {
+        (void)co_await n.notifications(from, from.size(), weft::Deadline::after(120s));
+    };
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint32_t r = 0; r < rounds; ++r) {
-        if (me == 0) { // every worker's gradient in, added, and each told
-            for (std::uint32_t w = 0; w < workers; ++w)
-                (void)node.wait_for(weft::Op::notify, soon());
+        if (me == 0) { // every worker's gradient in, added, and the sum written back to each
+            node.run(gathered(node, worker_ids), soon());
             for (std::uint32_t w = 0; w < workers; ++w)
                 for (std::size_t i = 0; i < floats; ++i)
                     p[i] += gr[w * floats + i];
-            std::memcpy(flag->data(), &r, sizeof r);
-            for (std::uint32_t w = 1; w <= workers; ++w)
-                node.send(g.peer(w), flag->all(), &ctx);
-            for (std::uint32_t w = 1; w <= workers; ++w)
-                (void)node.wait(&ctx, soon());
+            broadcast->set_value(r);
+            broadcast->post();
+            broadcast->wait(soon());
             continue;
         }
         for (std::size_t i = 0; i < floats; ++i) // push
             gr[i] = gradient(me, r, i);
-        node.write_notify(g.peer(0), grads->all(), server_grads, (me - 1) * bytes, r, &ctx);
+        node.write_notify(g.peer(0), grads->all(), all_grads[0], (me - 1) * bytes, r, &ctx);
         (void)node.wait(&ctx, soon());
-        (void)node.wait_for(weft::Op::recv, g.peer(0), soon()); // the sum is made
-        node.read(g.peer(0), params->all(), server_params, 0, &ctx); // pull
-        (void)node.wait(&ctx, soon());
+        (void)node.wait_for(weft::Op::notify, g.peer(0), soon()); // the sum is here
         for (std::size_t k = 0; k < 64; ++k) // a sample now; every value after the last round
             wrong += p[(k * 7919 + r) % floats] != sum_after(r, (k * 7919 + r) % floats);
     }

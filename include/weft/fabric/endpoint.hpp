@@ -120,8 +120,7 @@ public:
 
     /// Largest message send() accepts (the receive slot size).
     std::size_t max_message() const noexcept { return max_message_; }
-    /// Largest single RMA transfer (the provider's max_msg_size); larger ones
-    /// are refused with -FI_EMSGSIZE before posting.
+    /// Largest single RMA transfer (max_msg_size); larger ones are refused (-FI_EMSGSIZE).
     std::size_t max_transfer() const noexcept { return max_transfer_; }
 
     /// Closes the endpoint now (stopping its progress thread): later posts,
@@ -221,10 +220,11 @@ public:
                      Peer peer = {});
     /// Most ranges read_ranges() takes here (1 on verbs: one remote range a read).
     std::size_t read_ranges_limit() const noexcept;
-    /// Fire-and-forget write of at most inject_size() bytes from any memory: no
-    /// completion, the buffer is reusable on return.
+    /// Fire-and-forget write of at most inject_size() bytes from any memory: no completion.
     void write_inject(std::span<const std::byte> src, const RemoteRegion& dst,
                       std::uint64_t offset, Peer peer = {});
+    /// write()'s inject without its completion; false, posting nothing, above inject_size().
+    bool write_injected(Local src, const RemoteRegion& dst, std::uint64_t offset, Peer peer = {});
     std::size_t inject_size() const noexcept { return inject_size_; }
     /// Most local segments writev() gathers from / readv() scatters into.
     std::size_t write_iov_limit() const noexcept { return iov_limit_; }

@@ -133,6 +133,14 @@ public:
         auto& r = route(peer, "read");
         r.ep->read(dst, src, offset, context, Peer{r.addr});
     }
+    /// write()'s inject, reporting no completion; false, posting nothing, above the inject size.
+    [[gnu::always_inline]] bool write_injected(PeerId peer, Local src, const RemoteRegion& dst,
+                                               std::uint64_t offset)
+    {
+        const Use use(*this, "Node::write", Use::Reap::no);
+        auto& r = route(peer, "write");
+        return r.ep->write_injected(src, dst, offset, Peer{r.addr});
+    }
     /// Endpoint::read_ranges: several ranges of `src`, one operation, one completion.
     void read_ranges(PeerId peer, std::span<const Endpoint::Read> reads, const RemoteRegion& src,
                      void* context)
@@ -142,11 +150,7 @@ public:
         r.ep->read_ranges(reads, src, context, Peer{r.addr});
     }
     /// Most ranges read_ranges() takes to `peer` (a MSG peer is connected first).
-    std::size_t read_ranges_limit(PeerId peer)
-    {
-        const Use use(*this, "Node::read_ranges_limit");
-        return route(peer, "read_ranges_limit").ep->read_ranges_limit();
-    }
+    std::size_t read_ranges_limit(PeerId peer);
     [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,
                                              std::uint64_t offset, std::uint32_t value,
                                              void* context)
@@ -161,8 +165,7 @@ public:
         auto& r = route(peer, "send");
         r.ep->send(src, context, Peer{r.addr});
     }
-    /// The endpoint and address that carry traffic to `peer` (connected first
-    /// when MSG), for Endpoint's other calls (writev, atomics, flush...).
+    /// What carries traffic to `peer` (MSG: connected first), for Endpoint's other calls.
     Endpoint& endpoint(PeerId peer);
     Peer fabric_peer(PeerId peer);
     /// Returns once every write to `peer` before it is at the peer (Endpoint::flush:
@@ -172,8 +175,7 @@ public:
     // ---- completions (Completion::peer names the peer of a notification or message) ----
     std::size_t poll(std::span<Completion> out);
     std::optional<Completion> poll_one();
-    /// Inline, as the posting calls: a wait that finds its completion at once
-    /// costs no call of its own.
+    /// Inline, as the posts: a wait that finds its completion at once costs no call.
     [[gnu::always_inline]] Completion wait(void* context, Deadline deadline)
     {
         const Use use(*this, "Node::wait");
@@ -219,11 +221,10 @@ public:
     /// `count` notifications from peers of `from`, any order; how many came.
     detail::CountAwait notifications(std::span<const PeerId> from, std::size_t count, Deadline deadline,
                                      std::span<Completion> out = {}, std::stop_token stop = {});
-    /// Reads one batch of completions, hands each to what awaits it, then
-    /// resumes those waiters, here; returns how many it handed out. Never blocks.
+    /// Reads a batch of completions, hands each to what awaits it, then resumes those
+    /// waiters, here; returns how many it handed out. Never blocks.
     std::size_t dispatch();
-    /// No awaited operation to `peer` is in flight, abandoned ones (timed out,
-    /// cancelled) included: the buffers they used are the caller's again.
+    /// Nothing awaited to `peer` flies, abandoned ones included: its buffers are free.
     bool drained(PeerId peer) const noexcept { return dispatcher_.in_flight(peer) == 0; }
     template <class Task> // runs a weft::Task to its end, dispatching, within `deadline`
     decltype(auto) run(Task&& task, Deadline deadline)
@@ -241,10 +242,8 @@ public:
     struct Private;
     Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t instance);
 
-    /// Holds the Node for the calling thread for a scope (nested scopes of one
-    /// thread are free); another thread's call meanwhile is refused. The
-    /// first hold also removes the peers retire_peer() left for later, except
-    /// on the posting calls (Reap::no), which only need their own peer.
+    /// Holds the Node for the calling thread for a scope (nested: free); another thread's
+    /// call meanwhile is refused. The first hold (not a post's) reaps retire_peer()'s peers.
     class Use {
     public:
         enum class Reap : bool { no, yes };
@@ -275,8 +274,9 @@ public:
     private:
         bool enter() noexcept
         {
-            static thread_local char mark;
-            const auto me = reinterpret_cast<std::uintptr_t>(&mark);
+            // The thread pointer: one register read, where a thread_local's address
+            // is a __tls_get_addr call inside libweft.so.
+            const auto me = reinterpret_cast<std::uintptr_t>(__builtin_thread_pointer());
             std::uintptr_t expected = 0;
             if (node_.user_.compare_exchange_strong(expected, me, std::memory_order_acquire)) [[likely]] {
                 outer_ = true;
@@ -369,6 +369,7 @@ private:
     detail::Fd epoll_fd_;                     // Waiting::sleep: the queue's and the event queue's
     detail::Fd wake_fd_;                      // Waiting::sleep: the dispatcher's poke (eventfd)
     detail::Dispatcher dispatcher_;           // awaited operations and their waiters
+    std::uint32_t ticks_ = 0;                 // dispatch() calls, for its rates
     Gate gate_;                               // MSG: admits peers not added
     PeerId waiting_;                          // wait(.., peer) and wait_for(op, peer): the peer waited on
     struct Watched {

@@ -57,6 +57,18 @@ template <auto Fn, class... A>
     ++q_->in_flight_;
 }
 
+[[gnu::always_inline]] inline bool Endpoint::write_injected(Local src, const RemoteRegion& dst,
+                                                            std::uint64_t offset, Peer peer)
+{
+    if (src.len > inject_size_ || src.len == 0)
+        return false;
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    last_write_ = {dst, offset, src.len};
+    q_->keep_source(src); // checked as write() checks it (revoked, another Node's)
+    post<fi_inject_write>("fi_inject_write", peer.addr, src.addr, src.len, peer.addr, addr, dst.key());
+    return true;
+}
+
 [[gnu::always_inline]] inline void Endpoint::read(Local dst, const RemoteRegion& src,
                                                   std::uint64_t offset, void* context, Peer peer)
 {

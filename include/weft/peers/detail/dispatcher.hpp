@@ -160,6 +160,10 @@ public:
     bool resume_ready();
     bool resuming() const noexcept { return resuming_; }
     bool listening() const noexcept { return listeners_ != nullptr; }
+    /// A cancel to look at; a waiter with a deadline; orphans to free.
+    bool poked() const noexcept { return poked_.load(std::memory_order_relaxed); }
+    bool due() const noexcept { return next_due_ != Clock::time_point::max(); }
+    bool orphaned() const noexcept { return !orphans_.empty() || !closing_.empty(); }
     /// Slots exist: completions may carry them (Node::poll hands those over).
     bool armed() const noexcept { return !blocks_.empty(); }
     bool idle() const noexcept { return ready_.empty() && !waiters_; }
@@ -187,6 +191,7 @@ private:
     std::vector<Slot*> orphans_;              // abandoned slots of closed endpoints
     std::vector<Slot*> closing_;              // the same, until the queue is seen empty
     Waiter* waiters_ = nullptr;               // suspended
+    Clock::time_point next_due_ = Clock::time_point::max(); // their earliest deadline (or later)
     Listener* listeners_ = nullptr;           // oldest first
     Listener* listeners_tail_ = nullptr;
     std::vector<Waiter*> ready_;
