@@ -200,7 +200,7 @@ void transfers(const Options& o, std::size_t peers)
 
 /// `n` writes of `size` bytes, `depth` in flight, the way `kind` says.
 void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_t size, int depth,
-                int n, ::asio::io_context* io)
+                int n, ::asio::io_context* io, weft::asio::Pump* pump)
 {
     std::vector<int> ctx(depth);
     const RemoteRegion dst = b.regions[0]->remote();
@@ -226,7 +226,7 @@ void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_
                 *io,
                 [&, d]() -> ::asio::awaitable<void> {
                     for (int i = 0; i < n / depth; ++i)
-                        (void)co_await weft::asio::async_write(*b.hub, b.ids[0], src.slice(size * d, size),
+                        (void)co_await weft::asio::async_write(*pump, b.ids[0], src.slice(size * d, size),
                                                                dst, size * d, soon(), ::asio::use_awaitable);
                     if (--left == 0)
                         io->stop();
@@ -250,12 +250,12 @@ int instructions(const std::string& kind, std::size_t size, int depth, Options o
         pump.emplace(*io, b.hub);
     }
     const int n = 64 * 40;
-    run_writes(b, kind, *src, size, depth, 64 * 10, io ? &*io : nullptr); // warm
+    run_writes(b, kind, *src, size, depth, 64 * 10, io ? &*io : nullptr, pump ? &*pump : nullptr); // warm
 #ifdef WEFT_HAVE_CALLGRIND
     CALLGRIND_ZERO_STATS;
     CALLGRIND_START_INSTRUMENTATION;
 #endif
-    run_writes(b, kind, *src, size, depth, n, io ? &*io : nullptr);
+    run_writes(b, kind, *src, size, depth, n, io ? &*io : nullptr, pump ? &*pump : nullptr);
 #ifdef WEFT_HAVE_CALLGRIND
     CALLGRIND_STOP_INSTRUMENTATION;
     CALLGRIND_DUMP_STATS_AT("timed loop");
@@ -304,10 +304,10 @@ void sleeping_round_trips(Options o)
                     [&]() -> ::asio::awaitable<void> {
                         auto src = a->allocate(8, Access::local);
                         for (int r = 0; r < n; ++r) {
-                            (void)co_await weft::asio::async_write_notify(*a, to_z, src->slice(0, 8),
+                            (void)co_await weft::asio::async_write_notify(pump, to_z, src->slice(0, 8),
                                                                           rz->remote(), 0, 1, soon(),
                                                                           ::asio::use_awaitable);
-                            (void)co_await weft::asio::async_notification(*a, to_z, soon(),
+                            (void)co_await weft::asio::async_notification(pump, to_z, soon(),
                                                                           ::asio::use_awaitable);
                         }
                         io.stop();

@@ -7,7 +7,7 @@
 ///     weft::asio::Pump pump(io, node);             // sleeps on node->fd() inside io
 ///     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
 ///         weft::Completion c = co_await weft::asio::async_write(
-///             *node, peer, src, dst, 0, weft::Deadline::after(1s), asio::use_awaitable);
+///             pump, peer, src, dst, 0, weft::Deadline::after(1s), asio::use_awaitable);
 ///     }, asio::detached);
 ///     io.run();
 ///
@@ -15,7 +15,8 @@
 /// thread running the io_context (run one thread, or a strand: a Node is used
 /// by one thread at a time). Every operation posts on the thread that starts
 /// it, which must be that thread too. A completion handler never runs inside
-/// dispatch(): it is posted to the handler's executor. The Pump waits on the
+/// dispatch(): it is posted to its own executor, or to the io_context's when it
+/// has none (an operation takes the Pump, as an Asio I/O object's take theirs). The Pump waits on the
 /// Node's descriptor, which Asio registers edge-triggered: trywait() is asked
 /// right before each wait with nothing in between, and a timer (at most 100
 /// ms, sooner for an awaited deadline) dispatches even if an edge was missed.
@@ -55,6 +56,8 @@ public:
     Pump(const Pump&) = delete;
     Pump& operator=(const Pump&) = delete;
     Node& node() const noexcept { return *node_; }
+    /// The io_context's executor: where a handler without an executor of its own runs.
+    ::asio::any_io_executor get_executor() noexcept { return wait_.get_executor(); }
     /// Dispatches until nothing is left (what an operation that finished at
     /// once readied, too), then waits again.
     void pump()
@@ -106,10 +109,7 @@ template <class Awaitable, class Result, class Handler>
 class Op {
 public:
     template <class Make>
-    Op(Node& node, Make&& make, Handler&& h)
-        : node_(node), aw_(make()), handler_(std::move(h)),
-          work_(::asio::prefer(::asio::get_associated_executor(handler_),
-                               ::asio::execution::outstanding_work.tracked))
+    Op(Pump& pump, Make&& make, Handler&& h) : pump_(pump), aw_(make()), handler_(std::move(h))
     {
     }
     static void start(Op* op)
@@ -129,7 +129,7 @@ public:
         if (slot.is_connected())
             slot.assign([op](::asio::cancellation_type) {
                 op->aw_.cancelled.store(true, std::memory_order_release);
-                op->node_.dispatcher().poke();
+                op->pump_.node().dispatcher().poke();
             });
         op->aw_.on_resume = [](void* self) noexcept { static_cast<Op*>(self)->finish(nullptr); };
         op->aw_.resume_arg = op;
@@ -157,34 +157,33 @@ private:
         auto slot = ::asio::get_associated_cancellation_slot(handler_);
         if (slot.is_connected())
             slot.clear();
-        // Moved out, then this op freed, then the handler posted: it never
-        // runs inside dispatch(), and may start the next operation at once.
+        // Moved out, then this op freed, then the handler posted to its own
+        // executor (the Pump's io_context's when it has none): it never runs
+        // inside dispatch(), and may start the next operation at once.
         Handler h = std::move(handler_);
-        auto work = std::move(work_);
+        auto ex = ::asio::get_associated_executor(h, pump_.get_executor());
         auto alloc = ::asio::get_associated_allocator(h);
         using Alloc = typename std::allocator_traits<decltype(alloc)>::template rebind_alloc<Op>;
         Alloc a(alloc);
         std::allocator_traits<Alloc>::destroy(a, this);
         std::allocator_traits<Alloc>::deallocate(a, this, 1);
-        ::asio::post(work, [h = std::move(h), error, r = std::move(*result)]() mutable {
+        ::asio::post(ex, [h = std::move(h), error, r = std::move(*result)]() mutable {
             std::move(h)(error, std::move(r));
         });
     }
 
-    Node& node_;
+    Pump& pump_;
     Awaitable aw_;
     Handler handler_;
-    decltype(::asio::prefer(::asio::get_associated_executor(std::declval<Handler&>()),
-                            ::asio::execution::outstanding_work.tracked)) work_;
 };
 
 struct Nothing {};
 
 template <class Awaitable, class Result, class Token, class Make>
-auto initiate(Node& node, Make make, Token&& token)
+auto initiate(Pump& pump, Make make, Token&& token)
 {
     return ::asio::async_initiate<Token, void(std::exception_ptr, Result)>(
-        [&node, make](auto handler) mutable {
+        [&pump, make](auto handler) mutable {
             using H = decltype(handler);
             using O = Op<Awaitable, Result, H>;
             auto alloc = ::asio::get_associated_allocator(handler);
@@ -192,7 +191,7 @@ auto initiate(Node& node, Make make, Token&& token)
             Alloc a(alloc);
             O* op = std::allocator_traits<Alloc>::allocate(a, 1);
             try {
-                std::allocator_traits<Alloc>::construct(a, op, node, make, std::move(handler));
+                std::allocator_traits<Alloc>::construct(a, op, pump, make, std::move(handler));
             } catch (...) {
                 std::allocator_traits<Alloc>::deallocate(a, op, 1);
                 throw;
@@ -207,29 +206,29 @@ auto initiate(Node& node, Make make, Token&& token)
 // ---- operations: each as Node's awaited call of the same name ----
 
 template <class Token>
-auto async_write(Node& node, PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+auto async_write(Pump& pump, PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
                  Deadline deadline, Token&& token)
 {
     return detail::initiate<weft::detail::OpAwait, Completion>(
-        node, [&node, peer, src, dst, offset, deadline] { return node.write(peer, src, dst, offset, deadline); },
+        pump, [&node = pump.node(), peer, src, dst, offset, deadline] { return node.write(peer, src, dst, offset, deadline); },
         std::forward<Token>(token));
 }
 
 template <class Token>
-auto async_read(Node& node, PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
+auto async_read(Pump& pump, PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
                 Deadline deadline, Token&& token)
 {
     return detail::initiate<weft::detail::OpAwait, Completion>(
-        node, [&node, peer, dst, src, offset, deadline] { return node.read(peer, dst, src, offset, deadline); },
+        pump, [&node = pump.node(), peer, dst, src, offset, deadline] { return node.read(peer, dst, src, offset, deadline); },
         std::forward<Token>(token));
 }
 
 template <class Token>
-auto async_write_notify(Node& node, PeerId peer, Local src, const RemoteRegion& dst,
+auto async_write_notify(Pump& pump, PeerId peer, Local src, const RemoteRegion& dst,
                         std::uint64_t offset, std::uint32_t value, Deadline deadline, Token&& token)
 {
     return detail::initiate<weft::detail::OpAwait, Completion>(
-        node, [&node, peer, src, dst, offset, value, deadline] {
+        pump, [&node = pump.node(), peer, src, dst, offset, value, deadline] {
             return node.write_notify(peer, src, dst, offset, value, deadline);
         },
         std::forward<Token>(token));
@@ -237,19 +236,19 @@ auto async_write_notify(Node& node, PeerId peer, Local src, const RemoteRegion& 
 
 /// The next notification from `from` (PeerId{}: anyone).
 template <class Token>
-auto async_notification(Node& node, PeerId from, Deadline deadline, Token&& token)
+auto async_notification(Pump& pump, PeerId from, Deadline deadline, Token&& token)
 {
     return detail::initiate<weft::detail::NoteAwait, Completion>(
-        node, [&node, from, deadline] { return node.notification(from, deadline); },
+        pump, [&node = pump.node(), from, deadline] { return node.notification(from, deadline); },
         std::forward<Token>(token));
 }
 
 /// Until `transfer` (posted) completed; its first failure as the exception.
 template <class Token>
-auto async_wait(Transfer& transfer, Deadline deadline, Token&& token)
+auto async_wait(Pump& pump, Transfer& transfer, Deadline deadline, Token&& token)
 {
     return detail::initiate<weft::detail::TransferAwait, detail::Nothing>(
-        transfer.node(), [&transfer, deadline] { return transfer.done(deadline); }, std::forward<Token>(token));
+        pump, [&transfer, deadline] { return transfer.done(deadline); }, std::forward<Token>(token));
 }
 
 } // namespace weft::asio

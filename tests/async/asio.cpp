@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <future>
+#include <thread>
 
 #include "async/support.hpp"
 #include "weft/asio.hpp"
@@ -40,8 +42,8 @@ TEST_CASE("asio: use_awaitable, a callback and a timer in one io_context", "[asy
     timer.async_wait([&](const std::error_code& ec) { timer_fired = !ec; });
     // The target: a callback for the writer's notification, its bytes checked then.
     weft::asio::async_notification(
-        *f.targets[0], f.hub_at[0], soon(), [&](std::exception_ptr e, Completion c) {
-            callback_ran = !e;
+        target_pump, f.hub_at[0], soon(), [&, io_thread = std::this_thread::get_id()](std::exception_ptr e, Completion c) {
+            callback_ran = !e && std::this_thread::get_id() == io_thread; // on io.run()'s thread
             seen = c.data;
             bytes_right = std::memcmp(f.regions[0]->data(), src->data(), 1 << 16) == 0;
             if (coroutine_done && timer_fired)
@@ -52,7 +54,7 @@ TEST_CASE("asio: use_awaitable, a callback and a timer in one io_context", "[asy
         io,
         [&]() -> ::asio::awaitable<void> {
             const Completion c = co_await weft::asio::async_write(
-                *f.hub, f.ids[0], src->slice(0, 4096), f.regions[0]->remote(), 0, soon(),
+                hub_pump, f.ids[0], src->slice(0, 4096), f.regions[0]->remote(), 0, soon(),
                 ::asio::use_awaitable);
             CHECK(c.op == Op::write);
             std::vector<TransferEntry> entries;
@@ -61,7 +63,7 @@ TEST_CASE("asio: use_awaitable, a callback and a timer in one io_context", "[asy
             auto t = Transfer::prepare(f.hub, Direction::write, entries,
                                        Notify{.enabled = true, .value = 77});
             t.post();
-            co_await weft::asio::async_wait(t, soon(), ::asio::use_awaitable);
+            co_await weft::asio::async_wait(hub_pump, t, soon(), ::asio::use_awaitable);
             coroutine_done = true;
             ::asio::steady_timer after(io, 30ms); // the timer has fired by then
             co_await after.async_wait(::asio::use_awaitable);
@@ -89,7 +91,7 @@ TEST_CASE("asio: a wait cancelled through its cancellation slot ends at once", "
     int code = 0;
     const auto before = Clock::now();
     weft::asio::async_notification(
-        *f.hub, f.ids[0], Deadline::after(30s),
+        pump, f.ids[0], Deadline::after(30s),
         ::asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, Completion) {
             try {
                 if (e)
@@ -104,4 +106,22 @@ TEST_CASE("asio: a wait cancelled through its cancellation slot ends at once", "
     io.run_for(10s);
     CHECK(code == -FI_ECANCELED);
     CHECK(Clock::now() - before < 5s);
+}
+
+TEST_CASE("asio: a future from use_future, the io_context run by another thread", "[async][asio]")
+{
+    Fleet f(sleeping(), 1, 4096);
+    ::asio::io_context io;
+    weft::asio::Pump hub_pump(io, f.hub);
+    weft::asio::Pump target_pump(io, f.targets[0]);
+    auto src = f.hub->allocate(4096, Access::local);
+    std::memset(src->data(), 0x2d, 4096);
+    // Started here, before the io_context's thread exists: then the Node is that thread's alone.
+    std::future<Completion> done = weft::asio::async_write(
+        hub_pump, f.ids[0], src->slice(0, 4096), f.regions[0]->remote(), 0, soon(), ::asio::use_future);
+    std::thread runner([&] { io.run_for(10s); });
+    REQUIRE(done.wait_for(10s) == std::future_status::ready);
+    CHECK(done.get().op == Op::write);
+    io.stop();
+    runner.join();
 }

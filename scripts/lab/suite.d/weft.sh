@@ -102,7 +102,11 @@ check_weft_node_sleep() { weft_catch "$WEFT_TESTS/test_node_sleep"; }
 # Ranks as threads on the verbs cells: every link of a ring connects from
 # both ends at once, then a mesh connects on first use.
 check_weft_group() { weft_catch "$WEFT_TESTS/test_group" "[group][threads]"; }
-export -f check_weft_node check_weft_node_sleep check_weft_group
+# Transfers on the verbs cells: 1, 17 and 1,024 blocks to 1, 3 and 8 peers, each target
+# checking its bytes when its one notification arrives (on iWARP a framed message after
+# the writes), with payloads and after completion; a count of notifications from 8 writers.
+check_weft_async() { weft_catch "$WEFT_TESTS/test_async" --durations yes "[transfer],[notify]"; }
+export -f check_weft_node check_weft_node_sleep check_weft_group check_weft_async
 export -f check_weft_verbs check_weft_matrix check_weft_memory check_weft_progress check_weft_process \
     check_weft_batch check_weft_edges check_weft_soak check_weft_faults check_weft_contract \
     check_weft_server check_weft_peer_lost check_weft_lifetimes
@@ -133,6 +137,7 @@ run_check "$DEV" weft_lifetimes check_weft_lifetimes
 on_type rxe weft_node && WEFT_LAB_CHECK_TIMEOUT=600 run_check "$DEV" weft_node check_weft_node
 run_check "$DEV" weft_node_sleep check_weft_node_sleep
 run_check "$DEV" weft_group check_weft_group
+WEFT_LAB_CHECK_TIMEOUT=600 run_check "$DEV" weft_async check_weft_async
 
 # The main job over verbs: MSG (the fast path) and RDM, both ends on this device.
 check_weft_pingpong() { # msg|rdm
