@@ -5,8 +5,11 @@
 // bytes, u64 block, u32 count, then count u64 offsets.
 #include <rdma/fi_errno.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "weft/async/task.hpp"
 #include "weft/async/transfer.hpp"
 #include "weft/base/error.hpp"
 #include "wire.hpp"
@@ -79,6 +82,20 @@ std::vector<TransferEntry> Descriptor::entries(PeerId peer, std::span<const Loca
         out.push_back({peer, blocks[i], region, offsets[i]});
     }
     return out;
+}
+
+Task<> publish(Node& node, PeerId peer, const Descriptor& d, Deadline deadline)
+{
+    const std::vector<std::byte> bytes = d.encode();
+    auto buffer = node.allocate(bytes.size(), Access::local);
+    std::copy(bytes.begin(), bytes.end(), buffer->data());
+    (void)co_await node.send(peer, buffer->all(), deadline);
+}
+
+Task<Descriptor> receive_descriptor(Node& node, PeerId peer, Deadline deadline)
+{
+    const Completion c = co_await node.message(peer, deadline);
+    co_return Descriptor::decode(c.message);
 }
 
 } // namespace weft

@@ -120,10 +120,24 @@ void TransferState::post_entry(std::uint32_t i)
     } else if (notify.enabled && !t.piggyback && !t.ordered_note) {
         node->endpoint(e.peer).write_delivered(e.local, e.remote, e.offset, ctx,
                                                node->fabric_peer(e.peer));
+    } else if (chained(i)) {
+        node->endpoint(e.peer).write_more(e.local, e.remote, e.offset, ctx, node->fabric_peer(e.peer));
     } else {
         node->write(e.peer, e.local, e.remote, e.offset, ctx);
     }
     node->dispatcher().posted(en.slot);
+}
+
+bool TransferState::chained(std::uint32_t i) const noexcept
+{
+    // FI_MORE where the next post goes to the same endpoint at once: the next
+    // entry to the same peer, on an endpoint of its own (MSG) or the shared one
+    // (RDM, entries to one peer in a row). The target's last write goes without,
+    // and ends the chain.
+    const Target& t = targets[entries[i].target];
+    if (i == t.last)
+        return false;
+    return node->kind() == EndpointKind::msg || entries[i + 1].e.peer == entries[i].e.peer;
 }
 
 void TransferState::post()

@@ -340,6 +340,28 @@ void Endpoint::write_delivered(Local src, const RemoteRegion& dst, std::uint64_t
     ++q_->in_flight_;
 }
 
+void Endpoint::write_more(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+                          Peer peer)
+{
+    const std::uint64_t addr = dst.write_address(offset, src.len);
+    if (src.len - 1 >= max_transfer_) [[unlikely]]
+        if (odd_length("write", Op::write, src.len, context))
+            return;
+    last_write_ = {dst, offset, src.len};
+    q_->keep_source(src);
+    iovec iov{src.addr, src.len};
+    fi_rma_iov rma{addr, src.len, dst.key()};
+    fi_msg_rma msg{&iov, &src.desc, 1, peer.addr, &rma, 1, context, 0};
+    if (ep_.closed()) [[unlikely]]
+        closed_error("write");
+    const ssize_t r = fi_writemsg(ep_.get(), &msg, FI_MORE | FI_COMPLETION);
+    if (r == -FI_EAGAIN) // a full queue while a chain is held back never drains: flush it
+        post<fi_writemsg>("fi_writemsg", msg.addr, &msg, std::uint64_t{FI_COMPLETION});
+    else if (r != 0)
+        detail::throw_error("fi_writemsg", static_cast<int>(r), provider());
+    ++q_->in_flight_;
+}
+
 void Endpoint::send_frame(std::uint8_t type, std::uint32_t value, Local payload, void* context,
                           Peer peer)
 {

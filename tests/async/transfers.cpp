@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -135,12 +136,22 @@ void run_writes(const test::Case& c, std::size_t n, std::size_t peers, Notify no
 
 } // namespace
 
+/// WEFT_TEST_ASYNC_SMALL=1: the grids stop at 17 entries and 3 peers (the fabric lab's
+/// soft-iWARP device, under TCG; its Soft-RoCE device and every CI cell run them whole).
+bool beyond_small(std::size_t n, std::size_t peers)
+{
+    static const bool small = std::getenv("WEFT_TEST_ASYNC_SMALL") != nullptr;
+    return small && (n > 17 || peers > 3);
+}
+
 TEST_CASE("async: a transfer's bytes are all there when each target's one notification arrives",
           "[async][transfer]")
 {
     WEFT_EACH_CELL(c);
     const std::size_t n = GENERATE(1, 17, 1024);
     const std::size_t peers = GENERATE(1, 3, 8);
+    if (beyond_small(n, peers))
+        return;
     run_writes(c, n, peers, Notify{.enabled = true});
 }
 
@@ -168,6 +179,8 @@ TEST_CASE("async: a read transfer brings every byte of 1, 17 and 1,024 blocks fr
     WEFT_EACH_CELL(c);
     const std::size_t n = GENERATE(1, 17, 1024);
     const std::size_t peers = GENERATE(1, 3, 8);
+    if (beyond_small(n, peers))
+        return;
     const Layout l{n, peers, (n + peers - 1) / peers};
     Fleet f(test::options_for(c), peers, l.per_peer * block);
     for (std::size_t i = 0; i < n; ++i)
@@ -234,4 +247,48 @@ TEST_CASE("async: a target counts notifications from 8 writers that come in any 
     std::sort(values.begin(), values.end());
     CHECK(std::unique(values.begin(), values.end()) == values.end());
     f.drive([&] { return std::all_of(writers.begin(), writers.end(), [](auto& w) { return w.done(); }); });
+}
+
+TEST_CASE("async: a writer builds its transfer from the descriptor list its target published",
+          "[async][transfer][descriptor]")
+{
+    WEFT_EACH_CELL(c);
+    Fleet f(test::options_for(c), 1, 16 * 4096);
+    constexpr std::size_t blocks = 8, size = 4096;
+    // The target wants block i at place 15 - 2i: scattered, reversed.
+    Descriptor wanted{f.regions[0]->remote(), size, {}};
+    for (std::size_t i = 0; i < blocks; ++i)
+        wanted.offsets.push_back((15 - 2 * i) * size);
+    auto local = f.hub->allocate(blocks * size, Access::local);
+    for (std::size_t i = 0; i < blocks * size; ++i)
+        local->data()[i] = pattern_at(i / size, 3, i % size);
+    auto target = [](Fleet& fl, const Descriptor& d) -> Task<int> {
+        Node& node = *fl.targets[0];
+        co_await publish(node, fl.hub_at[0], d, soon());
+        (void)co_await node.notification(fl.hub_at[0], soon());
+        int bad = 0;
+        for (std::size_t i = 0; i < d.offsets.size(); ++i)
+            for (std::size_t b = 0; b < d.block; ++b)
+                bad += fl.regions[0]->data()[d.offsets[i] + b] != pattern_at(i, 3, b);
+        co_return bad;
+    }(f, wanted);
+    auto writer = [](Fleet& fl, MemoryRegion& src) -> Task<> {
+        const Descriptor d = co_await receive_descriptor(*fl.hub, fl.ids[0], soon());
+        std::vector<Local> mine;
+        for (std::size_t i = 0; i < d.offsets.size(); ++i)
+            mine.push_back(src.slice(i * d.block, d.block));
+        auto t = Transfer::prepare(fl.hub, Direction::write, d.entries(fl.ids[0], mine),
+                                   Notify{.enabled = true});
+        t.post();
+        co_await t.done(soon());
+    }(f, *local);
+    target.start();
+    writer.start();
+    f.drive([&] { return target.done() && writer.done(); });
+    writer.result();
+    CHECK(target.result() == 0);
+    // A descriptor whose places run past its region is refused by decode, by name.
+    Descriptor outside{f.regions[0]->remote(), size, {16 * 4096 - 100}};
+    CHECK_THROWS_AS(Descriptor::decode(outside.encode()), UsageError);
+    CHECK_THROWS_AS(Descriptor::decode(std::vector<std::byte>(12)), UsageError);
 }

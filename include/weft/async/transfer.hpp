@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/async/task.hpp"
 #include "weft/peers/node.hpp"
 
 namespace weft {
@@ -130,6 +131,11 @@ struct Descriptor {
     /// The entries writing `blocks[i]` (each `block` bytes) to offsets[i] at `peer`.
     std::vector<TransferEntry> entries(PeerId peer, std::span<const Local> blocks) const;
 };
+
+/// Sends `d` to `peer` as one message (from a buffer registered for it here).
+Task<> publish(Node& node, PeerId peer, const Descriptor& d, Deadline deadline);
+/// The next message from `peer`, decoded as a Descriptor (UsageError if it is none).
+Task<Descriptor> receive_descriptor(Node& node, PeerId peer, Deadline deadline);
 
 } // namespace weft
 

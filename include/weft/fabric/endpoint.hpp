@@ -138,8 +138,7 @@ public:
     /// Endpoints closed without closing their libfabric objects: their progress
     /// thread stayed stuck in the provider (ProgressThread::stop; told on stderr).
     static std::size_t abandoned() noexcept { return ActiveEndpoint::abandoned(); }
-    /// True when write_notify uses fi_writedata; false when it falls back to a
-    /// write followed by a message (cq_data_size is 0, as on iWARP).
+    /// True when write_notify uses fi_writedata; false: a write, then a message (iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
     /// The last write posted (write, write_notify): what a Node names when the
     /// target's provider refuses an access by closing the connection (tcp
@@ -150,15 +149,12 @@ public:
         std::uint64_t len = 0;
     };
     const LastWrite& last_write() const noexcept { return last_write_; }
-    /// True when a notification takes one of the target's receive slots
-    /// (FI_RX_CQ_DATA, as on verbs; or a framed message, as on iWARP): a
-    /// target then takes at most Options::rx_slots notifications before it
-    /// polls, and a writer beyond them waits (an RC queue pair retries).
+    /// True when a notification takes a target's receive slot (FI_RX_CQ_DATA on verbs;
+    /// framed on iWARP): it takes Options::rx_slots before it polls; a writer waits.
     bool notify_needs_receive() const noexcept { return framed_ || rx_cq_data_; }
     bool supports_atomics() const noexcept { return atomics_; }
-    /// With credit-based flow control (iWARP): the peer's receive slots, the
-    /// messages sent so far (weft's nudges among them: sent while the peer's
-    /// hello was late) and the slots the peer has handed back. All 0 without.
+    /// Credit-based flow control (iWARP): the peer's receive slots, the messages sent (with
+    /// weft's nudges, sent while its hello was late), the slots handed back; 0 without.
     struct Credits {
         std::uint64_t peer_slots, sent, returned, nudges;
     };
@@ -241,6 +237,10 @@ public:
     /// (FI_DELIVERY_COMPLETE), for a notification sent after it.
     void write_delivered(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
                          Peer peer = {});
+    /// A write with more to follow at once (FI_MORE: the provider may hold it until a post
+    /// without); a full queue flushes the chain. Its completion is reported as write()'s.
+    void write_more(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+                    Peer peer = {});
     /// msg_order: writes land in the order posted (WAW); a send is not delivered before earlier writes (SAW).
     bool orders_writes() const noexcept { return ordered_waw_; }
     bool orders_sends_after_writes() const noexcept { return ordered_saw_; }

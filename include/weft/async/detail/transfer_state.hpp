@@ -56,6 +56,7 @@ public:
 private:
     Slot* slot_of(std::uint32_t index, PeerId peer);
     void post_entry(std::uint32_t i);
+    bool chained(std::uint32_t i) const noexcept;
     void post_note(std::uint32_t t) noexcept;
     void note_due(std::uint32_t t) noexcept;
     void fail(std::uint32_t index, const std::exception_ptr& e) noexcept;
