@@ -117,6 +117,18 @@ std::size_t Node::dispatch()
     // spins on dispatch() pays for them as a blocking wait's idle check does.
     if ((ticks_++ & 31) == 0)
         tend();
+    const std::size_t routed = route();
+    // Deadlines read the clock every 16th dispatch, and only while a waiter
+    // has one; a cancel is seen at once.
+    if (dispatcher_.poked() || (dispatcher_.due() && (ticks_ & 15) == 0))
+        dispatcher_.expire();
+    dispatcher_.resume_ready();
+    return routed;
+}
+
+std::size_t Node::route()
+{
+    const Use use(*this, "Node::route");
     std::size_t routed = 0;
     // What weft kept meanwhile (an inject's completion; what a blocking wait
     // read past) that an awaiter wants.
@@ -197,11 +209,6 @@ std::size_t Node::dispatch()
     }
     if (n == 0 && !q_->read_any_ && dispatcher_.orphaned()) [[unlikely]]
         dispatcher_.quiet();
-    // Deadlines read the clock every 16th dispatch, and only while a waiter
-    // has one; a cancel is seen at once.
-    if (dispatcher_.poked() || (dispatcher_.due() && (ticks_ & 15) == 0))
-        dispatcher_.expire();
-    dispatcher_.resume_ready();
     return routed;
 }
 
@@ -289,7 +296,10 @@ bool OpAwait::await_ready()
         throw;
     }
     d.posted(slot_);
-    node_.settle(slot_); // an inject's completion, reported by weft at once: no suspend
+    // One look at the queue before suspending, as a blocking wait's first
+    // poll: an operation the provider completed within its post (shm's
+    // copies, a write the socket took) resumes nobody and costs no suspension.
+    node_.route();
     return done_;
 }
 

@@ -55,8 +55,8 @@ TEST_CASE("async: a million operations that complete at once never suspend", "[a
     auto burst = [](Node& hub, PeerId p, Local s, RemoteRegion r) -> Task<int> {
         int done = 0;
         for (int i = 0; i < count; ++i) {
-            const Completion c = co_await hub.write(p, s, r, 0, soon());
-            done += c.op == Op::write;
+            const Completion got = co_await hub.write(p, s, r, 0, soon());
+            done += got.op == Op::write;
         }
         co_return done;
     }(*f.hub, f.ids[0], src->slice(0, 8), f.regions[0]->remote());

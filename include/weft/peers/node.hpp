@@ -75,8 +75,7 @@ public:
     Completions& completions() noexcept { return *q_; }
 
     // ---- peers ----
-    /// A peer at `address`: RDM inserts it into the address vector, MSG only
-    /// remembers it. Adding the same Node twice gives the same PeerId.
+    /// A peer at `address` (RDM: an address-vector entry; MSG: remembered); the same twice: one id.
     PeerId add_peer(const NodeAddress& address);
     /// The same, presenting `credential` (at most 32 B) in the MSG connection
     /// request, for a peer whose Node admits only what its gate lets in.
@@ -109,8 +108,7 @@ public:
     /// side channel is open: what this side last wrote to it, the access it most
     /// likely refused (tcp drops a connection to refuse one), or "". Reported once.
     std::string take_refusal(PeerId peer);
-    /// remove_peer from any thread, at any time: done now when the Node is
-    /// free, else by the next call that enters it (a Connection's destructor).
+    /// remove_peer from any thread: now if the Node is free, else by the next call into it.
     void retire_peer(PeerId peer) noexcept;
 
     // ---- memory: registered once, usable with every peer ----
@@ -232,10 +230,11 @@ public:
         return std::forward<Task>(task).run_on(*this, deadline);
     }
     /// For weft's awaitables: the arena; settle() takes completions weft kept (an
-    /// inject's), resuming nobody; take_kept() offers a listener what was kept;
-    /// check_local(): UsageError for a Local a post would refuse (revoked, another Node's).
+    /// inject's), route() one batch of the queue's, both resuming nobody; take_kept()
+    /// offers a listener what was kept; check_local(): UsageError for a Local a post refuses.
     detail::Dispatcher& dispatcher() noexcept { return dispatcher_; }
     void settle(const void* mine = nullptr); // mine: only the last kept, if it is that
+    std::size_t route();
     bool take_kept(detail::Listener& l);
     void check_local(const Local& local, bool sink) const;
 
