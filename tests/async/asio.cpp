@@ -108,7 +108,7 @@ TEST_CASE("asio: a wait cancelled through its cancellation slot ends at once", "
     CHECK(Clock::now() - before < 5s);
 }
 
-TEST_CASE("asio: a future from use_future, the io_context run by another thread", "[async][asio]")
+TEST_CASE("asio: use_future across threads: the io_context runs on another", "[async][asio]")
 {
     Fleet f(sleeping(), 1, 4096);
     ::asio::io_context io;

@@ -110,7 +110,7 @@ TEST_CASE("async: a deadline stops the wait, not the read: the late completion i
     CHECK(sink->data()[63] == std::byte{0x6b});
 }
 
-TEST_CASE("async: a stop token cancels a wait from another thread, asleep or spinning",
+TEST_CASE("async: a stop token cancels a wait across threads, asleep or spinning",
           "[async][cancel]")
 {
     const bool sleeping = GENERATE(false, true);
@@ -139,7 +139,8 @@ TEST_CASE("async: a stop token cancels a wait from another thread, asleep or spi
     CHECK(Clock::now() - before < 5s);
 }
 
-TEST_CASE("async: a second thread's dispatch() is refused while the first is inside, never a crash",
+TEST_CASE("async: two threads' dispatch(): the second is refused while the first is inside, "
+          "never a crash",
           "[async][threads]")
 {
     Fleet f(test::options_for(tcp_msg), 1, 64);
