@@ -136,8 +136,8 @@ void run_writes(const test::Case& c, std::size_t n, std::size_t peers, Notify no
 
 } // namespace
 
-/// WEFT_TEST_ASYNC_SMALL=1: the grids stop at 17 entries and 3 peers (the fabric lab's
-/// soft-iWARP device, under TCG; its Soft-RoCE device and every CI cell run them whole).
+/// WEFT_TEST_ASYNC_SMALL=1: the grids stop at 17 entries and 3 peers (the fabric lab's verbs
+/// devices, under TCG; every cell on the host runs them whole).
 bool beyond_small(std::size_t n, std::size_t peers)
 {
     static const bool small = std::getenv("WEFT_TEST_ASYNC_SMALL") != nullptr;

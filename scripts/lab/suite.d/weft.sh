@@ -105,10 +105,11 @@ check_weft_group() { weft_catch "$WEFT_TESTS/test_group" "[group][threads]"; }
 # Transfers on the verbs cells: 1, 17 and 1,024 blocks to 1, 3 and 8 peers, each target
 # checking its bytes when its one notification arrives (on iWARP a framed message after
 # the writes), with payloads and after completion; a count of notifications from 8 writers.
-# The whole grid took 251 s on rxe under TCG and 260 on siw: siw runs it up to 17 blocks
-# and 3 peers (WEFT_TEST_ASYNC_SMALL), its notifications' own path whole.
+# The whole grid passed on both (stop 39: 251 s on rxe under TCG, 260 on siw), more than
+# CI's time allows: each device runs it up to 17 blocks and 3 peers (WEFT_TEST_ASYNC_SMALL;
+# every CI cell on the host runs it whole), and WEFT_LAB_EVERY_DEVICE=1 runs it whole here.
 check_weft_async() {
-    if [[ $TYPE == siw && ${WEFT_LAB_EVERY_DEVICE:-0} != 1 ]]; then
+    if [[ ${WEFT_LAB_EVERY_DEVICE:-0} != 1 && $TYPE != hw ]]; then
         WEFT_TEST_ASYNC_SMALL=1 weft_catch "$WEFT_TESTS/test_async" --durations yes "[transfer],[notify]"
     else
         weft_catch "$WEFT_TESTS/test_async" --durations yes "[transfer],[notify]"
