@@ -14,29 +14,16 @@
 #include <sstream>
 
 #include "async/support.hpp"
+#include "support/hex.hpp"
 #include "support/peer_process.hpp"
 
 using namespace weft;
+using weft::test::hex;
+using weft::test::unhex;
 using namespace std::chrono_literals;
 using weft::test::soon;
 
 namespace {
-
-std::string hex(std::span<const std::byte> b)
-{
-    std::string s;
-    for (std::byte x : b)
-        s += fmt::format("{:02x}", std::to_integer<unsigned>(x));
-    return s;
-}
-
-std::vector<std::byte> unhex(const std::string& s)
-{
-    std::vector<std::byte> out;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2)
-        out.push_back(static_cast<std::byte>(std::stoul(s.substr(i, 2), nullptr, 16)));
-    return out;
-}
 
 /// A listening loopback socket: the targets' side channels connect to it.
 struct SidePort {

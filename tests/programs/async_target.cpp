@@ -14,32 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "support/hex.hpp"
 #include "weft/weft.hpp"
 
 using namespace weft;
-
-namespace {
-
-std::string hex(std::span<const std::byte> b)
-{
-    std::string s;
-    for (std::byte x : b) {
-        char two[3];
-        std::snprintf(two, sizeof two, "%02x", std::to_integer<unsigned>(x));
-        s += two;
-    }
-    return s;
-}
-
-std::vector<std::byte> unhex(const std::string& s)
-{
-    std::vector<std::byte> out;
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2)
-        out.push_back(static_cast<std::byte>(std::stoul(s.substr(i, 2), nullptr, 16)));
-    return out;
-}
-
-} // namespace
+using weft::test::hex;
+using weft::test::unhex;
 
 int main(int argc, char** argv)
 {

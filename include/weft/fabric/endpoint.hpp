@@ -233,15 +233,13 @@ public:
     /// the payload. A message, so it is ordered behind earlier writes only
     /// where orders_sends_after_writes(); else send it once they completed.
     void send_note(std::uint32_t value, Local payload, void* context, Peer peer = {});
-    /// An RMA write whose completion means the data is at the target
-    /// (FI_DELIVERY_COMPLETE), for a notification sent after it.
+    /// An RMA write whose completion means the data is at the target (FI_DELIVERY_COMPLETE).
     void write_delivered(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
                          Peer peer = {});
-    /// A write with more to follow at once (FI_MORE: the provider may hold it until a post
-    /// without); a full queue flushes the chain. Its completion is reported as write()'s.
+    /// A write with more to follow at once (FI_MORE: held until a post without, or a full queue).
     void write_more(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
                     Peer peer = {});
-    /// msg_order: writes land in the order posted (WAW); a send is not delivered before earlier writes (SAW).
+    /// msg_order: writes land in posted order (WAW); a send is not delivered before them (SAW).
     bool orders_writes() const noexcept { return ordered_waw_; }
     bool orders_sends_after_writes() const noexcept { return ordered_saw_; }
 
@@ -327,6 +325,8 @@ private:
     {
         q_->defer(Completion{.context = context, .op = op, .len = len});
     }
+    void write_flagged(Local src, const RemoteRegion& dst, std::uint64_t offset, void* context,
+                       Peer peer, std::uint64_t flags); // write_delivered's, write_more's
     void write_notify_framed(Local src, std::uint64_t addr, std::uint64_t key,
                              std::uint32_t value, void* context, Peer peer);
     void flush_before_read(const RemoteRegion& src, std::uint64_t offset, Peer peer);
