@@ -9,7 +9,7 @@
 //   instructions: one cell of instructions per completed write under callgrind
 //             (bench/async_instructions.py runs them all): blocking, coroutine
 //             or asio, SIZE bytes, DEPTH in flight; the timed loop is dumped
-//             as "timed loop", the serving threads' instructions apart.
+//             as "timed loop"; the target is a process of its own (async_remote.hpp).
 //   sleep:    a round trip between two sleeping Nodes, each woken from its
 //             descriptor: Node::sleep against the Asio pump.
 //   usage: weft-async-bench [PROVIDER [msg|rdm]]   (default tcp msg)
@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "async_remote.hpp"
 #include "weft/asio.hpp"
 #include "weft/async.hpp"
 
@@ -199,26 +200,26 @@ void transfers(const Options& o, std::size_t peers)
 }
 
 /// `n` writes of `size` bytes, `depth` in flight, the way `kind` says.
-void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_t size, int depth,
-                int n, ::asio::io_context* io, weft::asio::Pump* pump)
+void run_writes(Node& hub, PeerId to, const RemoteRegion& dst, const std::string& kind,
+                MemoryRegion& src, std::size_t size, int depth, int n, ::asio::io_context* io,
+                weft::asio::Pump* pump)
 {
     std::vector<int> ctx(depth);
-    const RemoteRegion dst = b.regions[0]->remote();
     if (kind == "blocking") {
         for (int i = 0; i < n / depth; ++i) {
             for (int d = 0; d < depth; ++d)
-                b.hub->write(b.ids[0], src.slice(size * d, size), dst, size * d, &ctx[d]);
+                hub.write(to, src.slice(size * d, size), dst, size * d, &ctx[d]);
             for (int d = 0; d < depth; ++d)
-                (void)b.hub->wait(&ctx[d], soon());
+                (void)hub.wait(&ctx[d], soon());
         }
     } else if (kind == "coroutine") {
         std::vector<Task<>> tasks;
         for (int d = 0; d < depth; ++d)
-            tasks.push_back(await_writes(*b.hub, b.ids[0], src.slice(size * d, size), dst, n / depth));
+            tasks.push_back(await_writes(hub, to, src.slice(size * d, size), dst, n / depth));
         for (auto& t : tasks)
             t.start();
         while (!std::all_of(tasks.begin(), tasks.end(), [](auto& t) { return t.done(); }))
-            b.hub->dispatch();
+            hub.dispatch();
     } else {
         int left = depth;
         for (int d = 0; d < depth; ++d)
@@ -226,7 +227,7 @@ void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_
                 *io,
                 [&, d]() -> ::asio::awaitable<void> {
                     for (int i = 0; i < n / depth; ++i)
-                        (void)co_await weft::asio::async_write(*pump, b.ids[0], src.slice(size * d, size),
+                        (void)co_await weft::asio::async_write(*pump, to, src.slice(size * d, size),
                                                                dst, size * d, soon(), ::asio::use_awaitable);
                     if (--left == 0)
                         io->stop();
@@ -237,25 +238,31 @@ void run_writes(Bench& b, const std::string& kind, MemoryRegion& src, std::size_
     }
 }
 
-int instructions(const std::string& kind, std::size_t size, int depth, Options o)
+int instructions(const char* self, const std::string& kind, std::size_t size, int depth, Options o)
 {
     if (kind == "asio")
         o.waiting = Waiting::sleep;
-    Bench b(o, 1, size * 64);
-    auto src = b.hub->allocate(size * 64, Access::local);
+    auto hub = Node::open(o);
+    weft::bench::RemoteTarget target(self, hub, o, size * 64);
+    hub->connect(target.id, soon());
+    auto src = hub->allocate(size * 64, Access::local);
     std::optional<::asio::io_context> io;
     std::optional<weft::asio::Pump> pump;
     if (kind == "asio") {
         io.emplace();
-        pump.emplace(*io, b.hub);
+        pump.emplace(*io, hub);
     }
     const int n = 64 * 40;
-    run_writes(b, kind, *src, size, depth, 64 * 10, io ? &*io : nullptr, pump ? &*pump : nullptr); // warm
+    auto run = [&](int count) {
+        run_writes(*hub, target.id, target.region, kind, *src, size, depth, count,
+                   io ? &*io : nullptr, pump ? &*pump : nullptr);
+    };
+    run(64 * 10); // warm
 #ifdef WEFT_HAVE_CALLGRIND
     CALLGRIND_ZERO_STATS;
     CALLGRIND_START_INSTRUMENTATION;
 #endif
-    run_writes(b, kind, *src, size, depth, n, io ? &*io : nullptr, pump ? &*pump : nullptr);
+    run(n);
 #ifdef WEFT_HAVE_CALLGRIND
     CALLGRIND_STOP_INSTRUMENTATION;
     CALLGRIND_DUMP_STATS_AT("timed loop");
@@ -329,6 +336,8 @@ void sleeping_round_trips(Options o)
 
 int main(int argc, char** argv)
 {
+    if (argc >= 2 && std::string(argv[1]) == "--serve") // the target of an instruction cell
+        return weft::bench::serve(argc, argv);
     if (argc >= 5 && std::string(argv[1]) == "--instructions") {
         Options o;
         o.provider = argc > 5 ? argv[5] : "tcp";
@@ -336,7 +345,7 @@ int main(int argc, char** argv)
         o.allow_shm = true;
         o.node = "127.0.0.1";
         try {
-            return instructions(argv[2], std::stoul(argv[3]), std::stoi(argv[4]), o);
+            return instructions(argv[0], argv[2], std::stoul(argv[3]), std::stoi(argv[4]), o);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "weft-async-bench: %s\n", e.what());
             return 1;

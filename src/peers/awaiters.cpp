@@ -52,7 +52,7 @@ void AwaitBase::throw_early(Waiter::Early why, const char* what, PeerId peer) co
 
 // ---- OpAwait ----
 
-OpAwait::~OpAwait()
+void OpAwait::abandon() noexcept
 {
     if (linked) // a frame destroyed while suspended (a Task dropped)
         unpark(*this);
@@ -62,40 +62,56 @@ OpAwait::~OpAwait()
 
 bool OpAwait::await_ready()
 {
-    // A small write is injected: complete on return, with no context, no slot
-    // and nothing to take from the queue (as cheap as the blocking path's).
-    if (kind_ == Kind::write && node_.write_injected(peer_, local_, remote_, offset_)) {
-        result_ = Completion{.op = Op::write, .len = local_.len};
-        done_ = true;
-        return true;
-    }
     auto& d = node_.dispatcher();
-    slot_ = d.take(this, 0, peer_, false);
-    try {
-        switch (kind_) {
-        case Kind::write:
-            node_.write(peer_, local_, remote_, offset_, static_cast<void*>(slot_));
-            break;
-        case Kind::read:
-            node_.read(peer_, local_, remote_, offset_, static_cast<void*>(slot_));
-            break;
-        case Kind::write_notify:
-            node_.write_notify(peer_, local_, remote_, offset_, value_, static_cast<void*>(slot_));
-            break;
-        case Kind::send:
-            node_.send(peer_, local_, static_cast<void*>(slot_));
-            break;
+    return node_.with_route(peer_, "co_await", [&](Endpoint& ep, Peer to) __attribute__((always_inline)) {
+        // A small write is injected: complete on return, with no context, no
+        // slot and nothing to take from the queue (as cheap as the blocking path's).
+        if (kind_ == Kind::write && ep.write_injected(local_, remote_, offset_, to)) {
+            result_ = Completion{.op = Op::write, .len = local_.len};
+            return done_ = true;
         }
-    } catch (...) {
-        d.release(std::exchange(slot_, nullptr));
-        throw;
-    }
-    d.posted(slot_);
-    // One look at the queue before suspending, as a blocking wait's first
-    // poll: an operation the provider completed within its post (shm's
-    // copies, a write the socket took) resumes nobody and costs no suspension.
-    node_.route();
-    return done_;
+        slot_ = d.take(this, 0, peer_, false);
+        try {
+            switch (kind_) {
+            case Kind::write: ep.write(local_, remote_, offset_, slot_, to); break;
+            case Kind::read: ep.read(local_, remote_, offset_, slot_, to); break;
+            case Kind::write_notify: ep.write_notify(local_, remote_, offset_, value_, slot_, to); break;
+            case Kind::send: ep.send(local_, slot_, to); break;
+            }
+        } catch (...) {
+            d.release(std::exchange(slot_, nullptr));
+            throw;
+        }
+        // One look at the queue before suspending, as a blocking wait's first
+        // poll: an operation the provider completed within its post (shm's
+        // copies, a write the socket took) resumes nobody and costs no suspension.
+        // The slot counts as in flight only if it stays so (drained(), lost peers).
+        auto look = Completions::Look::other;
+        try {
+            look = node_.completions().look_once(slot_, result_);
+        } catch (const Error& e) { // a failed operation: this one's, or another awaiter's
+            if (!d.owns(e.context())) {
+                d.posted(slot_);
+                throw;
+            }
+            const bool own = e.context() == static_cast<void*>(slot_);
+            d.complete(static_cast<Slot*>(e.context()), Completion{}, std::current_exception());
+            if (own) // completed(): done, with the error; the slot is free
+                return done_;
+        }
+        if (look == Completions::Look::mine) [[likely]] {
+            d.finish(std::exchange(slot_, nullptr)); // never counted as in flight
+            return done_ = true;
+        }
+        d.posted(slot_);
+        if (look == Completions::Look::other) {
+            result_ = Completion{};
+            node_.route(slot_, &result_); // what was read or held back, this one's too
+            if (result_.context == slot_) // taken by route(), which freed the slot
+                slot_ = nullptr, done_ = true;
+        }
+        return done_;
+    });
 }
 
 void OpAwait::completed(std::uint32_t, const Completion& c, const std::exception_ptr& error) noexcept
@@ -113,7 +129,7 @@ void OpAwait::give_up(Early) noexcept
         node_.dispatcher().release(std::exchange(slot_, nullptr));
 }
 
-Completion OpAwait::await_resume()
+Completion OpAwait::resume_slow()
 {
     on_stop_.reset();
     if (early != Early::no && !done_)

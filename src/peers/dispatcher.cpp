@@ -10,33 +10,22 @@
 
 namespace weft::detail {
 
-Slot* Dispatcher::take(Sink* sink, std::uint32_t index, PeerId peer, bool kept)
+void Dispatcher::grow(PeerId peer)
 {
-    if (!free_) [[unlikely]] {
-        // A new block: the arena grows to the most operations ever in flight,
-        // and never moves (libfabric holds pointers into it).
-        Block b{std::make_unique<Slot[]>(block_slots), 0, block_slots * sizeof(Slot)};
-        b.lo = reinterpret_cast<std::uintptr_t>(b.slots.get());
-        for (std::size_t i = block_slots; i-- > 0;) {
-            b.slots[i].next_free = free_;
-            free_ = &b.slots[i];
-        }
-        blocks_.push_back(std::move(b));
-        ready_.reserve(blocks_.size() * block_slots);
-        resuming_list_.reserve(blocks_.size() * block_slots);
+    (void)flying(peer);
+    if (free_)
+        return;
+    // A new block: the arena grows to the most operations ever in flight,
+    // and never moves (libfabric holds pointers into it).
+    Block b{std::make_unique<Slot[]>(block_slots), 0, block_slots * sizeof(Slot)};
+    b.lo = reinterpret_cast<std::uintptr_t>(b.slots.get());
+    for (std::size_t i = block_slots; i-- > 0;) {
+        b.slots[i].next_free = free_;
+        free_ = &b.slots[i];
     }
-    Slot* s = free_;
-    free_ = s->next_free;
-    *s = Slot{sink, index, peer, false, kept, nullptr};
-    (void)flying(peer); // sized now, not on the post
-    return s;
-}
-
-void Dispatcher::free(Slot* s) noexcept
-{
-    *s = Slot{};
-    s->next_free = free_;
-    free_ = s;
+    blocks_.push_back(std::move(b));
+    ready_.reserve(blocks_.size() * block_slots);
+    resuming_list_.reserve(blocks_.size() * block_slots);
 }
 
 void Dispatcher::release(Slot* s) noexcept

@@ -126,7 +126,7 @@ std::size_t Node::dispatch()
     return routed;
 }
 
-std::size_t Node::route()
+std::size_t Node::route(detail::Slot* mine, Completion* own)
 {
     const Use use(*this, "Node::route");
     std::size_t routed = 0;
@@ -165,6 +165,15 @@ std::size_t Node::route()
                              : q_->read_cq(entries.data(), entries.size());
             for (std::size_t i = 0; i < n; ++i) {
                 const fi_cq_data_entry& e = entries[i];
+                if (e.op_context == mine && !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
+                    // The caller's own: taken here, with no call through its sink.
+                    --q_->in_flight_;
+                    dispatcher_.finish(mine);
+                    *own = Completion{.context = mine, .op = detail::op_from_flags(e.flags), .len = e.len};
+                    mine = nullptr;
+                    ++routed;
+                    continue;
+                }
                 if (!(e.flags & FI_REMOTE_CQ_DATA) && dispatcher_.owns(e.op_context)) [[likely]] {
                     --q_->in_flight_;
                     dispatcher_.complete(static_cast<detail::Slot*>(e.op_context),

@@ -94,6 +94,12 @@ public:
     /// Waits for the completion of the operation posted with `context`; others
     /// that arrive meanwhile are kept for later polls.
     Completion wait(void* context, Deadline deadline);
+    /// An awaiter's one look before it suspends (Node's co_await): `mine` when the
+    /// next entry is `context`'s (in `out`), `none` when the queue is empty or other
+    /// operations fly (no look), `other` when it read another (kept) or holds some
+    /// back: Node::route() sorts them.
+    enum class Look : std::uint8_t { none, mine, other };
+    Look look_once(void* context, Completion& out);
     /// Waits for the next completion of kind `op` (e.g. Op::notify, Op::recv).
     Completion wait_for(Op op, Deadline deadline);
     /// The same, caused by `peer` (a Node's queue); others are kept for later.

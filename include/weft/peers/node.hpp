@@ -117,27 +117,25 @@ public:
     std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access);
 
     // ---- data path (Endpoint's, to a peer; a MSG peer is connected first) ----
+    /// `post(endpoint, to)` under one hold of the Node, with the route to `peer`.
+    template <class Post>
+    [[gnu::always_inline]] decltype(auto) with_route(PeerId peer, const char* call, Post&& post)
+    {
+        const Use use(*this, call, Use::Reap::no);
+        auto& r = route(peer, call);
+        return post(*r.ep, Peer{r.addr});
+    }
     [[gnu::always_inline]] void write(PeerId peer, Local src, const RemoteRegion& dst,
                                       std::uint64_t offset, void* context)
     {
-        const Use use(*this, "Node::write", Use::Reap::no);
-        auto& r = route(peer, "write");
-        r.ep->write(src, dst, offset, context, Peer{r.addr});
+        with_route(peer, "Node::write", [&](Endpoint& ep, Peer to)
+            __attribute__((always_inline)) { ep.write(src, dst, offset, context, to); });
     }
     [[gnu::always_inline]] void read(PeerId peer, Local dst, const RemoteRegion& src,
                                      std::uint64_t offset, void* context)
     {
-        const Use use(*this, "Node::read", Use::Reap::no);
-        auto& r = route(peer, "read");
-        r.ep->read(dst, src, offset, context, Peer{r.addr});
-    }
-    /// write()'s inject, reporting no completion; false, posting nothing, above the inject size.
-    [[gnu::always_inline]] bool write_injected(PeerId peer, Local src, const RemoteRegion& dst,
-                                               std::uint64_t offset)
-    {
-        const Use use(*this, "Node::write", Use::Reap::no);
-        auto& r = route(peer, "write");
-        return r.ep->write_injected(src, dst, offset, Peer{r.addr});
+        with_route(peer, "Node::read", [&](Endpoint& ep, Peer to)
+            __attribute__((always_inline)) { ep.read(dst, src, offset, context, to); });
     }
     /// Endpoint::read_ranges: several ranges of `src`, one operation, one completion.
     void read_ranges(PeerId peer, std::span<const Endpoint::Read> reads, const RemoteRegion& src,
@@ -234,7 +232,8 @@ public:
     /// offers a listener what was kept; check_local(): UsageError for a Local a post refuses.
     detail::Dispatcher& dispatcher() noexcept { return dispatcher_; }
     void settle(const void* mine = nullptr); // mine: only the last kept, if it is that
-    std::size_t route();
+    /// With `mine`: its completion, if read, goes to `*own` (the slot freed), not its sink.
+    std::size_t route(detail::Slot* mine = nullptr, Completion* own = nullptr);
     bool take_kept(detail::Listener& l);
     void check_local(const Local& local, bool sink) const;
 

@@ -126,4 +126,32 @@ inline Completion Completions::wait(void* context, Deadline deadline)
     return wait_slow(context, deadline);
 }
 
+[[gnu::always_inline]] inline Completions::Look Completions::look_once(void* context, Completion& out)
+{
+    if (!deferred_.empty() || !plain_wait()) [[unlikely]]
+        return Look::other;
+    // Others in flight: their completions, this one's among them, come in
+    // batches from the loop's dispatch(); a look per post would add a read
+    // (tcp: a turn of its progress engine) per operation.
+    if (in_flight_ > 1)
+        return Look::none;
+    activity_.note();
+    fi_cq_data_entry e;
+    fi_addr_t from = FI_ADDR_NOTAVAIL;
+    if ((sources_ ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 0)
+        return Look::none;
+    if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) [[likely]] {
+        --in_flight_;
+        out = Completion{.context = context, .op = detail::op_from_flags(e.flags), .len = e.len};
+        return Look::mine;
+    }
+    Completion c;
+    if (translate(e, c)) {
+        if (sources_)
+            name_source(c, e, from);
+        deferred_.push_back(c);
+    }
+    return Look::other;
+}
+
 } // namespace weft

@@ -49,21 +49,32 @@ protected:
 class [[nodiscard]] OpAwait final : public Sink, public Waiter, private AwaitBase {
 public:
     enum class Kind : std::uint8_t { write, read, write_notify, send };
-    OpAwait(Node& node, Kind kind, PeerId to, Local local, const RemoteRegion* remote,
+    OpAwait(Node& node, Kind kind, PeerId to, Local local, const RemoteRegion& remote,
             std::uint64_t offset, std::uint32_t value, Deadline until, std::stop_token stop)
         : AwaitBase(node, until, std::move(stop)), kind_(kind), peer_(to), local_(local),
-          remote_(remote ? *remote : RemoteRegion{}), offset_(offset), value_(value)
+          remote_(remote), offset_(offset), value_(value)
     {
     }
-    ~OpAwait();
+    ~OpAwait()
+    {
+        if (linked || slot_) [[unlikely]]
+            abandon();
+    }
     OpAwait(const OpAwait&) = delete;
     OpAwait& operator=(const OpAwait&) = delete;
 
     bool await_ready();
     void await_suspend(std::coroutine_handle<> h) { park(*this, h, peer_); }
-    Completion await_resume();
+    Completion await_resume()
+    {
+        if (done_ && !error_ && !on_stop_) [[likely]]
+            return result_;
+        return resume_slow();
+    }
 
 private:
+    void abandon() noexcept;
+    Completion resume_slow();
     void completed(std::uint32_t, const Completion& c, const std::exception_ptr& error) noexcept override;
     void give_up(Early why) noexcept override;
 
@@ -75,7 +86,9 @@ private:
     std::uint32_t value_;
     Slot* slot_ = nullptr;
     bool done_ = false;
-    Completion result_{};
+    union {
+        Completion result_; // written (trivially: its lifetime begins) when done_ is set
+    };
     std::exception_ptr error_;
 };
 
@@ -142,23 +155,23 @@ namespace weft {
 inline detail::OpAwait Node::write(PeerId peer, Local src, const RemoteRegion& dst,
                                    std::uint64_t offset, Deadline deadline, std::stop_token stop)
 {
-    return {*this, detail::OpAwait::Kind::write, peer, src, &dst, offset, 0, deadline, std::move(stop)};
+    return {*this, detail::OpAwait::Kind::write, peer, src, dst, offset, 0, deadline, std::move(stop)};
 }
 inline detail::OpAwait Node::read(PeerId peer, Local dst, const RemoteRegion& src,
                                   std::uint64_t offset, Deadline deadline, std::stop_token stop)
 {
-    return {*this, detail::OpAwait::Kind::read, peer, dst, &src, offset, 0, deadline, std::move(stop)};
+    return {*this, detail::OpAwait::Kind::read, peer, dst, src, offset, 0, deadline, std::move(stop)};
 }
 inline detail::OpAwait Node::write_notify(PeerId peer, Local src, const RemoteRegion& dst,
                                           std::uint64_t offset, std::uint32_t value,
                                           Deadline deadline, std::stop_token stop)
 {
-    return {*this, detail::OpAwait::Kind::write_notify, peer, src, &dst, offset, value, deadline,
+    return {*this, detail::OpAwait::Kind::write_notify, peer, src, dst, offset, value, deadline,
             std::move(stop)};
 }
 inline detail::OpAwait Node::send(PeerId peer, Local src, Deadline deadline, std::stop_token stop)
 {
-    return {*this, detail::OpAwait::Kind::send, peer, src, nullptr, 0, 0, deadline, std::move(stop)};
+    return {*this, detail::OpAwait::Kind::send, peer, src, RemoteRegion{}, 0, 0, deadline, std::move(stop)};
 }
 inline detail::NoteAwait Node::notification(PeerId from, Deadline deadline, std::stop_token stop)
 {

@@ -104,7 +104,22 @@ public:
     Dispatcher& operator=(const Dispatcher&) = delete;
 
     // ---- the arena ----
-    Slot* take(Sink* sink, std::uint32_t index, PeerId peer, bool kept);
+    Slot* take(Sink* sink, std::uint32_t index, PeerId peer, bool kept)
+    {
+        if (!free_ || peer.index >= in_flight_.size()) [[unlikely]]
+            grow(peer); // a new block; in_flight_ sized now, not on the post
+        Slot* s = free_;
+        free_ = s->next_free;
+        *s = Slot{sink, index, peer, false, kept, nullptr};
+        return s;
+    }
+    /// The operation of `s` completed and its owner has taken that: `s` is free.
+    void finish(Slot* s) noexcept
+    {
+        if (s->posted)
+            --in_flight_[s->peer.index];
+        free(s);
+    }
     /// Its owner no longer wants it: freed now, or (posted) when it completes.
     void release(Slot* s) noexcept;
     bool owns(const void* ctx) const noexcept
@@ -118,7 +133,7 @@ public:
     void posted(Slot* s) noexcept
     {
         s->posted = true;
-        ++flying(s->peer);
+        ++in_flight_[s->peer.index]; // sized by take()
     }
     /// The post threw: the slot is not in flight.
     void unposted(Slot* s) noexcept
@@ -183,7 +198,14 @@ private:
             in_flight_.resize(peer.index + 1u, 0);
         return in_flight_[peer.index];
     }
-    void free(Slot* s) noexcept;
+    void grow(PeerId peer);
+    void free(Slot* s) noexcept
+    {
+        s->sink = nullptr; // take() sets the rest
+        s->posted = s->kept = false;
+        s->next_free = free_;
+        free_ = s;
+    }
 
     std::vector<Block> blocks_;
     Slot* free_ = nullptr;
