@@ -8,12 +8,13 @@
 //             fi_writedata on the last, fi_cq_read) on the same endpoints.
 //   instructions: one cell of instructions per completed write under callgrind
 //             (bench/async_instructions.py runs them all): blocking, coroutine
-//             or asio, SIZE bytes, DEPTH in flight; the timed loop is dumped
+//             or asio (asio-post: Asio's floor, the blocking write and one
+//             handler posted), SIZE bytes, DEPTH in flight; the timed loop is dumped
 //             as "timed loop"; the target is a process of its own (async_remote.hpp).
 //   sleep:    a round trip between two sleeping Nodes, each woken from its
 //             descriptor: Node::sleep against the Asio pump.
 //   usage: weft-async-bench [PROVIDER [msg|rdm]]   (default tcp msg)
-//          weft-async-bench --instructions blocking|coroutine|asio SIZE DEPTH [PROVIDER [msg|rdm]]
+//          weft-async-bench --instructions blocking|coroutine|asio|asio-post SIZE DEPTH [PROVIDER [msg|rdm]]
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 
@@ -221,14 +222,24 @@ void run_writes(Node& hub, PeerId to, const RemoteRegion& dst, const std::string
         while (!std::all_of(tasks.begin(), tasks.end(), [](auto& t) { return t.done(); }))
             hub.dispatch();
     } else {
+        const bool adapter = kind == "asio";
         int left = depth;
         for (int d = 0; d < depth; ++d)
             ::asio::co_spawn(
                 *io,
                 [&, d]() -> ::asio::awaitable<void> {
-                    for (int i = 0; i < n / depth; ++i)
-                        (void)co_await weft::asio::async_write(*pump, to, src.slice(size * d, size),
-                                                               dst, size * d, soon(), ::asio::use_awaitable);
+                    for (int i = 0; i < n / depth; ++i) {
+                        if (adapter) {
+                            (void)co_await weft::asio::async_write(*pump, to, src.slice(size * d, size), dst,
+                                                                   size * d, soon(), ::asio::use_awaitable);
+                            continue;
+                        }
+                        // Asio's own floor: the blocking write, then one handler
+                        // posted and its coroutine resumed, as every Asio operation is.
+                        hub.write(to, src.slice(size * d, size), dst, size * d, &ctx[d]);
+                        (void)hub.wait(&ctx[d], soon());
+                        co_await ::asio::post(io->get_executor(), ::asio::use_awaitable);
+                    }
                     if (--left == 0)
                         io->stop();
                 },
@@ -240,7 +251,7 @@ void run_writes(Node& hub, PeerId to, const RemoteRegion& dst, const std::string
 
 int instructions(const char* self, const std::string& kind, std::size_t size, int depth, Options o)
 {
-    if (kind == "asio")
+    if (kind == "asio" || kind == "asio-post")
         o.waiting = Waiting::sleep;
     auto hub = Node::open(o);
     weft::bench::RemoteTarget target(self, hub, o, size * 64);
@@ -248,7 +259,7 @@ int instructions(const char* self, const std::string& kind, std::size_t size, in
     auto src = hub->allocate(size * 64, Access::local);
     std::optional<::asio::io_context> io;
     std::optional<weft::asio::Pump> pump;
-    if (kind == "asio") {
+    if (kind == "asio" || kind == "asio-post") {
         io.emplace();
         pump.emplace(*io, hub);
     }

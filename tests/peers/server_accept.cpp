@@ -27,16 +27,6 @@ using weft::test::soon;
 
 namespace {
 
-/// A TCP connection to the server's rendezvous port that is not a weft client.
-class Stranger {
-public:
-    explicit Stranger(std::uint16_t port) { fd_.reset(test::tcp_connect(test::test_address(), port)); }
-    void say(std::string_view text) { (void)!::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL); }
-
-private:
-    detail::Fd fd_;
-};
-
 /// Connects `n` clients at once, each in its own thread; returns each one's
 /// connect time (or throws the first failure).
 std::vector<double> connect_clients(const Server& server, const Options& o, int n,
@@ -113,11 +103,11 @@ TEST_CASE("server: idle and garbage connections do not hold up real clients",
     Options o = test::options_for(c);
     o.handshake_timeout = 60s; // strangers outlast the whole test
     Server server(o, test::test_address(), 0);
-    std::vector<Stranger> strangers;
+    std::vector<test::Stranger> strangers;
     for (int i = 0; i < 100; ++i)
-        strangers.emplace_back(server.port()); // says nothing
+        strangers.emplace_back(server.port(), test::test_address()); // says nothing
     for (int i = 0; i < 100; ++i) {
-        strangers.emplace_back(server.port()).say(i % 2 ? "GET / HTTP/1.0\r\n\r\n"
+        strangers.emplace_back(server.port(), test::test_address()).say(i % 2 ? "GET / HTTP/1.0\r\n\r\n"
                                                         : std::string(64, '\xff'));
     }
     std::vector<Connection> accepted;

@@ -16,6 +16,7 @@
 
 #include "support/hex.hpp"
 #include "weft/weft.hpp"
+#include "support/die_with_parent.hpp"
 
 using namespace weft;
 using weft::test::hex;
@@ -23,6 +24,7 @@ using weft::test::unhex;
 
 int main(int argc, char** argv)
 {
+    weft::test::die_with_parent();
     if (argc != 7) {
         std::fprintf(stderr, "usage: %s PROVIDER msg|rdm ADDRESS HUB_HEX SIDE_PORT SIZE\n", argv[0]);
         return 2;

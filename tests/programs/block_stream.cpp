@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "weft/weft.hpp"
+#include "support/die_with_parent.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -84,6 +85,7 @@ int write_blocks(const Options& o, const std::vector<std::string>& readers)
 
 int main(int argc, char** argv)
 {
+    weft::test::die_with_parent();
     const bool read = argc == 6 && std::strcmp(argv[1], "read") == 0;
     const bool write = argc >= 6 && std::strcmp(argv[1], "write") == 0;
     if (!read && !write) {

@@ -22,6 +22,7 @@
 #include "weft/stores/etcd_store.hpp"
 #include "weft/stores/store.hpp"
 #include "weft/stores/tcp_store.hpp"
+#include "support/die_with_parent.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -57,6 +58,7 @@ int live(Store& s, const std::string& key, const std::string& value)
 
 int main(int argc, char** argv)
 {
+    weft::test::die_with_parent();
     const std::string kind = argc > 1 ? argv[1] : "";
     const int at = kind == "etcd" ? 4 : 3; // the mode's place
     if (argc != at + 3 || (kind != "file" && kind != "tcp" && kind != "etcd")) {

@@ -13,6 +13,7 @@
 
 #include "support/pattern.hpp"
 #include "weft/weft.hpp"
+#include "support/die_with_parent.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -62,6 +63,7 @@ int stream(Options o, const char* server)
 
 int main(int argc, char** argv)
 {
+    weft::test::die_with_parent();
     if (argc != 4 && argc != 5 && !(argc == 6 && std::strcmp(argv[4], "--stream") == 0)) {
         std::fprintf(stderr, "usage: weft-test-peer PROVIDER msg|rdm ADDRESS [PORT | --stream HOST:PORT]\n");
         return 2;

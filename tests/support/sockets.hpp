@@ -14,8 +14,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "random.hpp"
+#include "weft/base/detail/fd.hpp"
 #include "weft/bootstrap/bootstrap.hpp"
 
 namespace weft::test {
@@ -68,5 +70,18 @@ inline int tcp_connect(const std::string& address, std::uint16_t port)
 
 /// A socket connected to 127.0.0.1:port; throws when it cannot connect.
 inline int loopback_connect(std::uint16_t port) { return tcp_connect("127.0.0.1", port); }
+
+/// A TCP connection to a weft port that is not a weft peer: says nothing, or garbage.
+class Stranger {
+public:
+    explicit Stranger(std::uint16_t port, const std::string& address = "127.0.0.1")
+        : fd_(tcp_connect(address, port))
+    {
+    }
+    void say(std::string_view text) { (void)!::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL); }
+
+private:
+    detail::Fd fd_;
+};
 
 } // namespace weft::test
