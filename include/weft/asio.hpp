@@ -18,14 +18,16 @@
 /// dispatch(): it is posted to its own executor, or to the io_context's when it
 /// has none (an operation takes the Pump, as an Asio I/O object's take theirs). The Pump waits on the
 /// Node's descriptor, which Asio registers edge-triggered: trywait() is asked
-/// right before each wait with nothing in between, and a timer (at most 100
-/// ms, sooner for an awaited deadline) dispatches even if an edge was missed.
+/// after each dispatch, right before waiting on (or keeping the wait for) the
+/// next edge, and a timer (at most 100 ms, sooner for an awaited deadline)
+/// dispatches even if an edge was missed.
 /// Operations take any completion token (use_awaitable, a callback, use_future)
 /// with the signature void(std::exception_ptr, Result); a cancellation slot
 /// bound to the token cancels the wait (not the wire: Node::drained).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -71,14 +73,7 @@ private:
     void arm()
     {
         const std::weak_ptr<bool> alive = state_;
-        const auto when = std::min(Clock::now() + std::chrono::milliseconds(100),
-                                   node_->dispatcher().next_deadline().when());
-        timer_.expires_at(when);
-        timer_.async_wait([this, alive](const std::error_code& ec) {
-            if (!ec && alive.lock() && *alive.lock()) {
-                wait_.cancel();
-            }
-        });
+        arm_timer(alive);
         if (!node_->trywait()) { // something is pending: dispatch it first
             ::asio::post(wait_.get_executor(), [this, alive] {
                 if (auto a = alive.lock(); a && *a)
@@ -86,19 +81,46 @@ private:
             });
             return;
         }
+        if (waiting_)
+            return; // the wait posted earlier still stands (the descriptor's edge ends it)
+        waiting_ = true;
         wait_.async_wait(::asio::posix::stream_descriptor::wait_read,
                          [this, alive](const std::error_code&) {
                              if (auto a = alive.lock(); a && *a) {
-                                 timer_.cancel();
+                                 waiting_ = false;
                                  pump();
                              }
                          });
+    }
+    /// The safety timer: set again only when it is not pending or a nearer
+    /// deadline came (a timer set on every wake-up costs two timerfd calls).
+    void arm_timer(const std::weak_ptr<bool>& alive)
+    {
+        const auto when = std::min(Clock::now() + std::chrono::milliseconds(100),
+                                   node_->dispatcher().next_deadline().when());
+        if (timing_ && when >= timer_at_)
+            return;
+        timing_ = true;
+        timer_at_ = when;
+        const std::uint64_t generation = ++timer_generation_;
+        timer_.expires_at(when); // a pending wait of an earlier setting ends aborted
+        timer_.async_wait([this, alive, generation](const std::error_code& ec) {
+            auto a = alive.lock();
+            if (ec || !a || !*a || generation != timer_generation_)
+                return;
+            timing_ = false;
+            pump();
+        });
     }
 
     std::shared_ptr<Node> node_;
     ::asio::posix::stream_descriptor wait_;
     ::asio::steady_timer timer_;
     std::shared_ptr<bool> state_;
+    bool waiting_ = false;                 // an async_wait on the descriptor is pending
+    bool timing_ = false;                  // the safety timer is pending, due at timer_at_
+    Clock::time_point timer_at_{};
+    std::uint64_t timer_generation_ = 0;
 };
 
 namespace detail {

@@ -43,7 +43,12 @@ ProgressThread::ProgressThread(std::shared_ptr<CompletionQueue> cq, const Activi
                     std::this_thread::sleep_for(nap);
                     nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(10));
                 } else {
+                    // Woken by an arrival: an owner asleep on the same descriptor
+                    // (Node::sleep, an event loop) woke too and takes it; the
+                    // thread looks an interval later, and only if the owner did
+                    // not (racing it costs both a lock and a wake-up).
                     nap = interval;
+                    std::this_thread::sleep_for(interval);
                 }
             }
             if (stop.stop_requested())
