@@ -189,30 +189,40 @@ void transfers(const Options& o, std::size_t peers)
                            b.regions[i % peers]->remote(), (i / peers) * len});
     auto t = Transfer::prepare(b.hub, Direction::write, entries, Notify{.enabled = true});
     std::vector<int> ctx(count);
-    std::vector<double> tr, hand, raw;
-    for (int block = 0; block < 9; ++block) {
-        tr.push_back(seconds([&] {
-            t.post();
-            t.wait(soon());
-        }));
-        hand.push_back(seconds([&] {
-            for (std::size_t i = 0; i < count; ++i) {
-                const auto& e = entries[i];
-                if (i + peers >= count)
-                    b.hub->write_notify(e.peer, e.local, e.remote, e.offset, 1, &ctx[i]);
-                else
-                    b.hub->write(e.peer, e.local, e.remote, e.offset, &ctx[i]);
-            }
-            for (std::size_t i = 0; i < count; ++i)
-                (void)b.hub->wait(&ctx[i], soon());
-        }));
-        raw.push_back(seconds([&] { raw_transfer(b, *src, count, len); }));
+    auto transfer = [&] {
+        t.post();
+        t.wait(soon());
+    };
+    auto by_hand = [&] {
+        for (std::size_t i = 0; i < count; ++i) {
+            const auto& e = entries[i];
+            if (i + peers >= count)
+                b.hub->write_notify(e.peer, e.local, e.remote, e.offset, 1, &ctx[i]);
+            else
+                b.hub->write(e.peer, e.local, e.remote, e.offset, &ctx[i]);
+        }
+        for (std::size_t i = 0; i < count; ++i)
+            (void)b.hub->wait(&ctx[i], soon());
+    };
+    // Paired: each block times all three, in an order that turns every block
+    // (ABC, CBA), and a ratio is taken within the block; the median of the
+    // ratios cancels the drift a noisy machine shows between blocks.
+    std::vector<double> tr, hand, raw, to_raw, to_hand;
+    for (int block = 0; block < 21; ++block) {
+        double x = 0, y = 0, z = 0;
+        if (block % 2 == 0) {
+            x = seconds(transfer), y = seconds(by_hand), z = seconds([&] { raw_transfer(b, *src, count, len); });
+        } else {
+            z = seconds([&] { raw_transfer(b, *src, count, len); }), y = seconds(by_hand), x = seconds(transfer);
+        }
+        tr.push_back(x), hand.push_back(y), raw.push_back(z);
+        to_raw.push_back(z / x), to_hand.push_back(y / x);
     }
     const double bytes = count * len;
     std::printf("transfer %-12s 256 x 16 KiB to %zu peer(s)  Transfer %6.2f GB/s  by hand %6.2f "
-                "GB/s  raw %6.2f GB/s  Transfer/raw %.3f  Transfer/by hand %.3f\n",
+                "GB/s  raw %6.2f GB/s  Transfer/raw %.3f  Transfer/by hand %.3f (medians of paired ratios)\n",
                 o.provider.c_str(), peers, bytes / median(tr) / 1e9, bytes / median(hand) / 1e9,
-                bytes / median(raw) / 1e9, median(raw) / median(tr), median(hand) / median(tr));
+                bytes / median(raw) / 1e9, median(to_raw), median(to_hand));
 }
 
 /// `n` writes of `size` bytes, `depth` in flight, the way `kind` says.
