@@ -98,6 +98,9 @@ bool OpAwait::await_ready()
             d.complete(static_cast<Slot*>(e.context()), Completion{}, std::current_exception());
             if (own) // completed(): done, with the error; the slot is free
                 return done_;
+        } catch (...) { // not libfabric's (no memory): the slot flies, counted as such
+            d.posted(slot_);
+            throw;
         }
         if (look == Completions::Look::mine) [[likely]] {
             d.finish(std::exchange(slot_, nullptr)); // never counted as in flight
@@ -106,7 +109,13 @@ bool OpAwait::await_ready()
         d.posted(slot_);
         if (look == Completions::Look::other) {
             result_ = Completion{};
-            node_.route(slot_, &result_); // what was read or held back, this one's too
+            try {
+                node_.route(slot_, &result_); // what was read or held back, this one's too
+            } catch (...) { // another's failure, after route() may have taken (freed) this one
+                if (result_.context == slot_)
+                    slot_ = nullptr, done_ = true;
+                throw;
+            }
             if (result_.context == slot_) // taken by route(), which freed the slot
                 slot_ = nullptr, done_ = true;
         }

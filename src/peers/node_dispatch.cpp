@@ -139,7 +139,13 @@ std::size_t Node::route(detail::Slot* mine, Completion* own)
             const bool note = c.op == Op::notify || c.op == Op::recv;
             if (!note && c.context && dispatcher_.owns(c.context)) {
                 kept.erase(i);
-                dispatcher_.complete(static_cast<detail::Slot*>(c.context), c, {});
+                if (mine && c.context == mine) { // the caller's own (a send completed locally)
+                    dispatcher_.finish(mine);
+                    *own = c;
+                    mine = nullptr; // freed: a sink below may take it again
+                } else {
+                    dispatcher_.complete(static_cast<detail::Slot*>(c.context), c, {});
+                }
                 ++routed;
             } else if (note && dispatcher_.listening() && dispatcher_.offer(c)) {
                 kept.erase(i);
@@ -165,7 +171,7 @@ std::size_t Node::route(detail::Slot* mine, Completion* own)
                              : q_->read_cq(entries.data(), entries.size());
             for (std::size_t i = 0; i < n; ++i) {
                 const fi_cq_data_entry& e = entries[i];
-                if (e.op_context == mine && !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
+                if (mine && e.op_context == mine && !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
                     // The caller's own: taken here, with no call through its sink.
                     --q_->in_flight_;
                     dispatcher_.finish(mine);
