@@ -2,12 +2,14 @@
 // Coroutines over a Node: what completes at once does not suspend; a deadline
 // stops the wait, not the wire, and the late completion is reaped; a stop
 // token cancels from another thread; one thread dispatches at a time; two
-// Nodes in two threads play ping-pong through node.run, asleep.
+// Nodes in two threads play ping-pong through node.run, asleep; a caller's own
+// operation with no context passes through dispatch() to its poll.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstring>
 #include <latch>
+#include <optional>
 #include <thread>
 
 #include "async/support.hpp"
@@ -210,4 +212,33 @@ TEST_CASE("async: two Nodes in two threads play ping-pong through node.run, asle
     far.join();
     CHECK(near_last == rounds);
     CHECK(far_last == rounds);
+}
+
+TEST_CASE("async: a caller's own operation posted with no context passes through dispatch() to "
+          "its poll, beside awaited ones",
+          "[async][dispatch]")
+{
+    const test::Case c = GENERATE(test::Case(tcp_msg), test::Case(shm_rdm));
+    WEFT_REQUIRE_CELL(c);
+    INFO(c.label());
+    Fleet f(test::options_for(c), 1, 1 << 16);
+    Serve serve(*f.targets[0]);
+    auto src = f.hub->allocate(1 << 16, Access::local);
+    const RemoteRegion dst = f.regions[0]->remote();
+    // An awaited write first: the Node's arena is in use from here on.
+    auto awaited = [](Node& hub, PeerId p, Local s, RemoteRegion r) -> Task<Op> {
+        co_return (co_await hub.write(p, s, r, 0, soon())).op;
+    }(*f.hub, f.ids[0], src->slice(0, 1 << 16), dst);
+    REQUIRE(f.hub->run(std::move(awaited), soon()) == Op::write);
+    // Then the caller's own, with a null context: dispatch() is not its waiter.
+    f.hub->write(f.ids[0], src->slice(0, 1 << 16), dst, 0, nullptr);
+    std::optional<Completion> mine;
+    const Deadline until = soon();
+    while (!mine && !until.expired()) {
+        (void)f.hub->dispatch();
+        mine = f.hub->poll_one();
+    }
+    REQUIRE(mine);
+    CHECK(mine->context == nullptr);
+    CHECK(mine->op == Op::write);
 }
