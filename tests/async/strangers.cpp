@@ -8,12 +8,12 @@
 #include <array>
 #include <cstring>
 #include <set>
-#include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "support/cases.hpp"
 #include "support/sockets.hpp"
+#include "support/threads.hpp"
 #include "weft/async.hpp"
 
 using namespace weft;
@@ -68,41 +68,26 @@ TEST_CASE("async: a sleeping server counts 8 clients' notifications while strang
         ids.push_back(server->add_peer(nodes.back()->address()));
     }
     const RemoteRegion where = region->remote();
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> failed(clients);
-    for (std::size_t i = 0; i < clients; ++i)
-        threads.emplace_back([&, i] {
-            try {
-                Node& me = *nodes[i];
-                const PeerId to = me.add_peer(server->address());
-                auto src = me.allocate(64, Access::local);
-                std::memset(src->data(), static_cast<int>(0x10 + i), 64);
-                me.connect(to, soon());
-                int ctx = 0;
-                me.write_notify(to, src->slice(0, 64), where, i * 64, static_cast<std::uint32_t>(i), &ctx);
-                (void)me.wait(&ctx, soon());
-            } catch (...) {
-                failed[i] = std::current_exception();
-            }
-        });
-
     std::array<Completion, clients> got{};
-    auto count = [&]() -> Task<std::size_t> {
-        co_return co_await server->notifications(ids, clients, Deadline::after(30s), got);
-    };
     std::size_t n = 0;
-    try {
-        n = server->run(count(), Deadline::after(40s));
-    } catch (...) {
-        for (auto& t : threads)
-            t.join();
-        throw;
-    }
-    for (auto& t : threads)
-        t.join();
-    for (auto& f : failed)
-        if (f)
-            std::rethrow_exception(f);
+    // The clients on threads of their own, the server on one more.
+    test::on_threads(clients + 1, [&](std::size_t i) {
+        if (i == clients) {
+            auto count = [&]() -> Task<std::size_t> {
+                co_return co_await server->notifications(ids, clients, Deadline::after(30s), got);
+            };
+            n = server->run(count(), Deadline::after(40s));
+            return;
+        }
+        Node& me = *nodes[i];
+        const PeerId to = me.add_peer(server->address());
+        auto src = me.allocate(64, Access::local);
+        std::memset(src->data(), static_cast<int>(0x10 + i), 64);
+        me.connect(to, soon());
+        int ctx = 0;
+        me.write_notify(to, src->slice(0, 64), where, i * 64, static_cast<std::uint32_t>(i), &ctx);
+        (void)me.wait(&ctx, soon());
+    });
 
     REQUIRE(n == clients);
     std::set<std::uint32_t> values;
