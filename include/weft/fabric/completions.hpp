@@ -275,6 +275,12 @@ private:
     std::optional<Completion> spin_one(Accept&& accept, Deadline deadline);
     template <bool Sources, class Accept>
     std::optional<Completion> spin(Accept& accept, Deadline deadline);
+    /// Whether `e` completes the caller's operation posted with `context`; take_own()
+    /// then makes its Completion (one operation fewer in flight).
+    bool is_own(const fi_cq_data_entry& e, void* context) const;
+    Completion take_own(const fi_cq_data_entry& e);
+    /// An entry the fast path read and does not take: kept for the slow path.
+    void keep_entry(const fi_cq_data_entry& e, fi_addr_t from, bool sources);
     /// One read of the queue: the caller's completions in it (weft's own
     /// entries handled on the way); read_any_ says whether it read anything.
     std::size_t drain(std::span<Completion> out);

@@ -26,6 +26,27 @@ constexpr Op op_from_flags(std::uint64_t flags) noexcept
 // libweft.so costs more than weft's checks. Everything unusual is out of line
 // in src/fabric/completions.cpp. ----
 
+[[gnu::always_inline]] inline bool Completions::is_own(const fi_cq_data_entry& e, void* context) const
+{
+    return e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV));
+}
+
+[[gnu::always_inline]] inline Completion Completions::take_own(const fi_cq_data_entry& e)
+{
+    --in_flight_;
+    return Completion{.context = e.op_context, .op = detail::op_from_flags(e.flags), .len = e.len};
+}
+
+inline void Completions::keep_entry(const fi_cq_data_entry& e, fi_addr_t from, bool sources)
+{
+    Completion c;
+    if (translate(e, c)) {
+        if (sources)
+            name_source(c, e, from);
+        deferred_.push_back(c); // the slow path finds it there
+    }
+}
+
 inline std::size_t Completions::poll(std::span<Completion> out)
 {
     // Nothing held back: read the queue straight; an empty queue (a spinning
@@ -68,12 +89,7 @@ template <bool Sources, class Accept>
         if ((Sources ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 1) {
             if (std::optional<Completion> c = accept(e)) [[likely]]
                 return c;
-            Completion c;
-            if (translate(e, c)) {
-                if (Sources)
-                    name_source(c, e, from);
-                deferred_.push_back(c); // the slow path finds it there
-            }
+            keep_entry(e, from, Sources);
             return std::nullopt;
         }
         if ((spins & rhythm.every) == 0) [[unlikely]] {
@@ -114,10 +130,8 @@ inline Completion Completions::wait(void* context, Deadline deadline)
     // next entry is this one.
     if (deferred_.empty() && plain_wait()) [[likely]] {
         const auto mine = [this, context](const fi_cq_data_entry& e) -> std::optional<Completion> {
-            if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) {
-                --in_flight_;
-                return Completion{.context = context, .op = detail::op_from_flags(e.flags), .len = e.len};
-            }
+            if (is_own(e, context))
+                return take_own(e);
             return std::nullopt;
         };
         if (auto c = spin_one(mine, deadline))
@@ -140,17 +154,11 @@ inline Completion Completions::wait(void* context, Deadline deadline)
     fi_addr_t from = FI_ADDR_NOTAVAIL;
     if ((sources_ ? read_cq_from(&e, &from, 1) : read_cq(&e, 1)) == 0)
         return Look::none;
-    if (e.op_context == context && !(e.flags & (FI_REMOTE_WRITE | FI_RECV))) [[likely]] {
-        --in_flight_;
-        out = Completion{.context = context, .op = detail::op_from_flags(e.flags), .len = e.len};
+    if (is_own(e, context)) [[likely]] {
+        out = take_own(e);
         return Look::mine;
     }
-    Completion c;
-    if (translate(e, c)) {
-        if (sources_)
-            name_source(c, e, from);
-        deferred_.push_back(c);
-    }
+    keep_entry(e, from, sources_);
     return Look::other;
 }
 
