@@ -12,7 +12,8 @@ namespace weft::detail {
 
 void Dispatcher::grow(PeerId peer)
 {
-    (void)flying(peer);
+    if (peer.index >= in_flight_.size())
+        in_flight_.resize(peer.index + 1u, 0);
     if (free_)
         return;
     // A new block: the arena grows to the most operations ever in flight,
@@ -40,10 +41,7 @@ void Dispatcher::release(Slot* s) noexcept
 
 void Dispatcher::complete(Slot* s, const Completion& c, const std::exception_ptr& error) noexcept
 {
-    if (s->posted) {
-        s->posted = false;
-        --flying(s->peer);
-    }
+    unposted(s);
     Sink* sink = s->sink;
     const std::uint32_t index = s->index;
     if (!s->kept)
@@ -192,8 +190,7 @@ void Dispatcher::quiet() noexcept
     // empty cannot complete any more: theirs were flushed before that read.
     for (Slot* s : closing_)
         if (s->posted && !s->sink) {
-            s->posted = false;
-            --flying(s->peer);
+            unposted(s);
             free(s);
         }
     closing_.clear();

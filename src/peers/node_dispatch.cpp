@@ -25,18 +25,9 @@ bool Node::claim(const Completion& c)
     return false;
 }
 
-void Node::settle(const void* mine)
+void Node::settle()
 {
     auto& kept = q_->deferred_;
-    if (mine) { // an inject's completion is the last one kept: one compare, not a scan
-        if (!kept.empty() && kept[kept.size() - 1].context == mine &&
-            kept[kept.size() - 1].op != Op::recv && kept[kept.size() - 1].op != Op::notify) {
-            const Completion taken = kept[kept.size() - 1];
-            kept.erase(kept.size() - 1);
-            dispatcher_.complete(static_cast<detail::Slot*>(taken.context), taken, {});
-        }
-        return;
-    }
     for (std::size_t i = 0; i < kept.size();) {
         const Completion& c = kept[i];
         if (c.context && dispatcher_.owns(c.context) && c.op != Op::recv && c.op != Op::notify) {

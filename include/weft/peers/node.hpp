@@ -231,7 +231,7 @@ public:
     /// inject's), route() one batch of the queue's, both resuming nobody; take_kept()
     /// offers a listener what was kept; check_local(): UsageError for a Local a post refuses.
     detail::Dispatcher& dispatcher() noexcept { return dispatcher_; }
-    void settle(const void* mine = nullptr); // mine: only the last kept, if it is that
+    void settle();
     /// With `mine`: its completion, if read, goes to `*own` (the slot freed), not its sink.
     std::size_t route(detail::Slot* mine = nullptr, Completion* own = nullptr);
     bool take_kept(detail::Listener& l);

@@ -116,8 +116,7 @@ public:
     /// The operation of `s` completed and its owner has taken that: `s` is free.
     void finish(Slot* s) noexcept
     {
-        if (s->posted)
-            --in_flight_[s->peer.index];
+        unposted(s);
         free(s);
     }
     /// Its owner no longer wants it: freed now, or (posted) when it completes.
@@ -135,12 +134,12 @@ public:
         s->posted = true;
         ++in_flight_[s->peer.index]; // sized by take()
     }
-    /// The post threw: the slot is not in flight.
+    /// The post threw, or the operation completed: the slot is not in flight.
     void unposted(Slot* s) noexcept
     {
         if (s->posted) {
             s->posted = false;
-            --flying(s->peer);
+            --in_flight_[s->peer.index]; // sized by take()
         }
     }
     /// A completion (or, with `error`, a failure) of the operation of `s`.
@@ -192,12 +191,6 @@ private:
         std::uintptr_t span;
     };
     static constexpr std::size_t block_slots = 1024;
-    std::uint32_t& flying(PeerId peer)
-    {
-        if (peer.index >= in_flight_.size()) [[unlikely]]
-            in_flight_.resize(peer.index + 1u, 0);
-        return in_flight_[peer.index];
-    }
     void grow(PeerId peer);
     void free(Slot* s) noexcept
     {
