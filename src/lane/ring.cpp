@@ -30,6 +30,7 @@ std::atomic_ref<std::uint32_t> word32(std::byte* p)
     return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p));
 }
 
+std::byte* generation_word(const Segment& s) { return s.data() + 16; }
 std::byte* head_word(const Segment& s) { return s.data() + L::line; }
 std::byte* asleep_word(const Segment& s) { return s.data() + 2 * L::line; }
 std::byte* slot(const Segment& s, std::uint32_t slots, std::uint64_t index)
@@ -128,6 +129,16 @@ void RingReceiver::disarm() noexcept
     word32(asleep_word(segment_)).store(0, std::memory_order_relaxed);
     std::uint64_t count = 0;
     [[maybe_unused]] const ssize_t n = ::read(wake_.get(), &count, sizeof count);
+}
+
+void RingReceiver::bump_generation() noexcept
+{
+    word64(generation_word(segment_)).store(++generation_, std::memory_order_release);
+}
+
+std::uint64_t RingSender::generation() const noexcept
+{
+    return word64(generation_word(segment_)).load(std::memory_order_acquire);
 }
 
 RingSender RingSender::attach(detail::Fd segment_fd, std::size_t size, detail::Fd wake)

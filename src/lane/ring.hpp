@@ -5,7 +5,10 @@
 // eventfd over the pair's UnixChannel).
 //
 // Layout (every integer native, both ends are one host):
-//   line 0   magic, version, slot count (the receiver's; the sender reads them once)
+//   line 0   magic, version, slot count (the receiver's; the sender reads them
+//            once), and at byte 16 the receiver's generation: a count it bumps
+//            when the sender must read the pair's channel before its next
+//            operation (a region withdrawn)
 //   line 1   head: slots the receiver has consumed (it writes, the sender reads)
 //   line 2   asleep: 1 while the receiver sleeps on its eventfd
 //   then     the slots. A record takes 1 to max_span consecutive slots
@@ -79,12 +82,15 @@ public:
     bool arm() noexcept;
     /// After waking (or not sleeping): clears `asleep` and drains the eventfd.
     void disarm() noexcept;
+    /// Tells the sender to look at the pair's channel before its next operation.
+    void bump_generation() noexcept;
 
 private:
     Segment segment_;
     detail::Fd wake_;
     std::uint32_t slots_ = 0;
     std::uint64_t head_ = 0; // this end's own count; the shared word is only its copy
+    std::uint64_t generation_ = 0;
 };
 
 class RingSender {
@@ -101,6 +107,8 @@ public:
     bool push(std::uint16_t kind, std::span<const std::byte> payload);
     /// Slots free now, as the receiver's head says.
     std::uint32_t room() const;
+    /// The receiver's generation (RingReceiver::bump_generation).
+    std::uint64_t generation() const noexcept;
 
 private:
     Segment segment_;

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+#include "pair.hpp"
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "wire.hpp"
+#include "weft/base/error.hpp"
+
+namespace weft::lane {
+namespace {
+
+// Control messages: a 4-byte tag, then little-endian fields.
+constexpr std::string_view hello_tag = "WFLH";
+constexpr std::string_view offer_tag = "WFLO";
+constexpr std::string_view withdraw_tag = "WFLW";
+constexpr std::uint8_t version = 1;
+
+enum OfferFlags : std::uint8_t { readable_bit = 1, writable_bit = 2, memory_bit = 4 };
+
+Deadline now() { return Deadline::after(std::chrono::nanoseconds(0)); }
+
+[[noreturn]] void refuse(std::uint64_t key, const std::string& why)
+{
+    throw UsageError("lane", -EINVAL, "",
+                     fmt::format("the co-located peer's region with key {:#x}: {}", key, why));
+}
+
+std::string_view tag_of(std::span<const std::byte> b)
+{
+    return b.size() < 4 ? std::string_view{}
+                        : std::string_view(reinterpret_cast<const char*>(b.data()), 4);
+}
+
+} // namespace
+
+Pair Pair::open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
+                std::uint32_t ring_slots, Deadline deadline)
+{
+    const Credentials who = channel.peer();
+    if (expected_pid != 0 && who.pid != expected_pid)
+        throw Error("lane", -EACCES, "",
+                    fmt::format("the lane's peer is pid {}, where its address announced pid {}: "
+                                "not the process that published the address",
+                                who.pid, expected_pid));
+    Pair p(std::move(channel), RingReceiver::create(ring_slots));
+    p.peer_ = who;
+    wire::Writer w;
+    w.raw(hello_tag);
+    w.u8(version);
+    w.u64(my_instance);
+    w.u64(p.inbox_.segment().size());
+    const std::array<int, 2> fds = {p.inbox_.segment().fd(), p.inbox_.wake_fd()};
+    p.channel_.send(w.data(), fds, deadline);
+
+    auto m = p.channel_.receive(64, 2, deadline);
+    if (!m)
+        throw TimeoutError("lane", -ETIMEDOUT, "",
+                           fmt::format("pid {} sent no lane hello by the deadline", who.pid));
+    if (tag_of(m->bytes) != hello_tag || m->fds.size() != 2)
+        throw Error("lane", -EPROTO, "",
+                    fmt::format("pid {} answered the lane's hello with something else", who.pid));
+    wire::Reader r(m->bytes, "lane hello", "lane");
+    r.raw(4);
+    if (const auto v = r.u8(); v != version)
+        throw Error("lane", -EPROTO, "",
+                    fmt::format("pid {} speaks lane version {} (this weft: {}): run the same weft "
+                                "on both sides",
+                                who.pid, v, version));
+    p.peer_instance_ = r.u64();
+    const std::uint64_t ring_bytes = r.u64();
+    p.outbox_.emplace(RingSender::attach(std::move(m->fds[0]), ring_bytes, std::move(m->fds[1])));
+    return p;
+}
+
+void Pair::offer(const Offer& o, const Segment* memory, Deadline deadline)
+{
+    std::uint64_t in_segment = 0;
+    if (memory != nullptr) {
+        const auto base = reinterpret_cast<std::uintptr_t>(memory->data());
+        if (!memory->owner() || !memory->sealed() || o.address < base ||
+            o.length > memory->size() || o.address - base > memory->size() - o.length)
+            throw UsageError("lane", -EINVAL, "",
+                             "a region offered with a segment must lie in that segment, which "
+                             "this process owns and has sealed");
+        in_segment = o.address - base;
+    }
+    wire::Writer w;
+    w.raw(offer_tag);
+    w.u64(o.key);
+    w.u64(o.address);
+    w.u64(o.length);
+    w.u8(static_cast<std::uint8_t>((o.readable ? readable_bit : 0) |
+                                   (o.writable ? writable_bit : 0) |
+                                   (memory != nullptr ? memory_bit : 0)));
+    w.u64(in_segment);
+    w.u64(memory != nullptr ? memory->size() : 0);
+    const int fd = memory != nullptr ? memory->fd() : -1;
+    channel_.send(w.data(), memory != nullptr ? std::span<const int>(&fd, 1) : std::span<const int>{},
+                  deadline);
+}
+
+void Pair::withdraw(std::uint64_t key, Deadline deadline)
+{
+    wire::Writer w;
+    w.raw(withdraw_tag);
+    w.u64(key);
+    channel_.send(w.data(), {}, deadline);
+    inbox_.bump_generation(); // after the message: the peer that sees it finds it
+}
+
+void Pair::tend()
+{
+    while (auto m = channel_.receive(64, 1, now()))
+        handle(*m);
+}
+
+void Pair::handle(UnixChannel::Message& m)
+{
+    const std::string_view tag = tag_of(m.bytes);
+    wire::Reader r(m.bytes, "lane control message", "lane");
+    r.raw(std::min<std::size_t>(4, m.bytes.size()));
+    if (tag == withdraw_tag) {
+        regions_.erase(r.u64());
+        return;
+    }
+    if (tag != offer_tag)
+        throw Error("lane", -EPROTO, "",
+                    fmt::format("pid {} sent a lane control message of no known kind", peer_.pid));
+    Mapped mapped;
+    Offer& o = mapped.offer;
+    o.key = r.u64();
+    o.address = r.u64();
+    o.length = r.u64();
+    const std::uint8_t flags = r.u8();
+    const std::uint64_t in_segment = r.u64();
+    const std::uint64_t segment_size = r.u64();
+    r.finish();
+    o.readable = flags & readable_bit;
+    o.writable = flags & writable_bit;
+    if ((flags & memory_bit) != 0) {
+        if (m.fds.size() != 1 || in_segment > segment_size || o.length > segment_size - in_segment)
+            throw Error("lane", -EPROTO, "",
+                        fmt::format("pid {} offered region {:#x} with a malformed segment",
+                                    peer_.pid, o.key));
+        mapped.memory = std::make_unique<Segment>(
+            Segment::map(std::move(m.fds[0]),
+                         o.writable ? PeerAccess::read_write : PeerAccess::read, segment_size));
+        // From here on the region's address is this side's mapping of it.
+        o.address = reinterpret_cast<std::uintptr_t>(mapped.memory->data()) + in_segment;
+    }
+    regions_.insert_or_assign(o.key, std::move(mapped));
+}
+
+bool Pair::knows(std::uint64_t key)
+{
+    seen_generation_ = outbox_->generation();
+    tend();
+    return regions_.contains(key);
+}
+
+const Pair::Mapped& Pair::region_slow(std::uint64_t key, const char* op)
+{
+    // The generation first: a withdrawal sent before it changed is on the channel.
+    seen_generation_ = outbox_->generation();
+    tend(); // and an offer may be on its way: sent before its key could be handed out
+    const auto it = regions_.find(key);
+    if (it == regions_.end())
+        refuse(key, fmt::format("pid {} offers no such region to {} (never registered, or "
+                                "revoked)",
+                                peer_.pid, op));
+    return it->second;
+}
+
+void Pair::copy_failed(const char* call, const Mapped& m, std::uint64_t offset, std::size_t len)
+{
+    const int e = errno;
+    if (e == ESRCH)
+        throw Error(call, -e, "", fmt::format("pid {} has gone", peer_.pid), nullptr, true);
+    if (e == EPERM)
+        throw Error(call, -e, "",
+                    fmt::format("the kernel refuses copying to or from pid {} (ptrace permission: "
+                                "another user, Yama's ptrace_scope, or the peer made itself "
+                                "non-dumpable)",
+                                peer_.pid));
+    throw Error(call, -e, "",
+                fmt::format("[{:#x}, +{}) of pid {}'s region {:#x}: {} (it is not mapped there, "
+                            "or not writable)",
+                            m.offer.address + offset, len, peer_.pid, m.offer.key,
+                            std::strerror(e)));
+}
+
+void Pair::write(std::uint64_t key, std::uint64_t offset, std::span<const std::byte> src)
+{
+    const Mapped& m = region(key, "write");
+    if (!m.offer.writable || offset > m.offer.length || src.size() > m.offer.length - offset)
+        [[unlikely]]
+        refuse(key, fmt::format("a write of [{}, +{}) to {} {} B region", offset, src.size(),
+                                m.offer.writable ? "its" : "its read-only", m.offer.length));
+    if (m.memory) [[likely]] {
+        std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + offset), src.data(), src.size());
+        return;
+    }
+    iovec local{const_cast<std::byte*>(src.data()), src.size()};
+    iovec remote{reinterpret_cast<void*>(m.offer.address + offset), src.size()};
+    while (remote.iov_len > 0) {
+        const ssize_t n = ::process_vm_writev(peer_.pid, &local, 1, &remote, 1, 0);
+        if (n <= 0)
+            copy_failed("process_vm_writev", m, offset, src.size());
+        const auto moved = static_cast<std::size_t>(n);
+        local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
+        local.iov_len -= moved;
+        remote.iov_base = static_cast<std::byte*>(remote.iov_base) + moved;
+        remote.iov_len -= moved;
+    }
+}
+
+void Pair::read(std::uint64_t key, std::uint64_t offset, std::span<std::byte> dst)
+{
+    const Mapped& m = region(key, "read");
+    if (!m.offer.readable || offset > m.offer.length || dst.size() > m.offer.length - offset)
+        [[unlikely]]
+        refuse(key, fmt::format("a read of [{}, +{}) from {} {} B region", offset, dst.size(),
+                                m.offer.readable ? "its" : "its unreadable", m.offer.length));
+    if (m.memory) [[likely]] {
+        std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + offset),
+                    dst.size());
+        return;
+    }
+    iovec local{dst.data(), dst.size()};
+    iovec remote{reinterpret_cast<void*>(m.offer.address + offset), dst.size()};
+    while (remote.iov_len > 0) {
+        const ssize_t n = ::process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0);
+        if (n <= 0)
+            copy_failed("process_vm_readv", m, offset, dst.size());
+        const auto moved = static_cast<std::size_t>(n);
+        local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
+        local.iov_len -= moved;
+        remote.iov_base = static_cast<std::byte*>(remote.iov_base) + moved;
+        remote.iov_len -= moved;
+    }
+}
+
+bool Pair::notify(std::uint32_t value)
+{
+    std::array<std::byte, 4> b{};
+    std::memcpy(b.data(), &value, 4);
+    return outbox_->push(static_cast<std::uint16_t>(RecordKind::notify), b);
+}
+
+bool Pair::send(std::span<const std::byte> message)
+{
+    return outbox_->push(static_cast<std::uint16_t>(RecordKind::message), message);
+}
+
+} // namespace weft::lane
