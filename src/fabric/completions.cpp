@@ -175,6 +175,7 @@ bool Completions::translate(const fi_cq_data_entry& e, Completion& c)
         return true;
     case detail::Tag::Kind::internal:
     case detail::Tag::Kind::free:
+    case detail::Tag::Kind::side: // never a libfabric context
         return false;
     }
     return false;
@@ -220,6 +221,11 @@ std::size_t Completions::drain(std::span<Completion> out)
         m = translate_all(entries.data(), n, out);
     }
     read_any_ = n > 0 || absorptions_ != absorbed_before;
+    if (side_ != nullptr && m < out.size()) {
+        const std::size_t pulled = side_->pull(out.subspan(m));
+        m += pulled;
+        read_any_ = read_any_ || pulled > 0;
+    }
     if (!follow_ups_.empty())
         run_follow_ups();
     // Nothing of a closed endpoint is left once a read finds the queue empty;
@@ -274,6 +280,8 @@ void Completions::repost_lent()
     for (const detail::Tag* t : lent_spare_)
         if (t->owner)
             t->owner->repost(t->index);
+        else if (t->kind == detail::Tag::Kind::side && side_ != nullptr)
+            side_->release(t->index);
     lent_spare_.clear();
     if (!follow_ups_.empty())
         run_follow_ups();

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "weft/fabric/memory_region.hpp"
+#include "segment.hpp"
 #include "check.hpp"
 
 #include <fcntl.h>
@@ -90,6 +91,21 @@ std::optional<bool> writable(const std::byte* p, std::size_t n)
 
 struct MemoryRegion::Private {};
 
+namespace {
+
+// Prefers the device's NUMA node for [p, +len); the zeroing that follows
+// touches the pages so that they land there.
+void prefer_device_node(const Domain& domain, void* p, std::size_t len)
+{
+    const int node = providers::numa_node(domain.info().get());
+    if (node >= 0 && node < 64) {
+        const unsigned long mask = 1ul << node;
+        (void)mbind(p, len, MPOL_PREFERRED, &mask, 64, 0);
+    }
+}
+
+} // namespace
+
 MemoryRegion::MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
                            Access access, std::shared_ptr<std::byte[]> owned)
     : domain_(std::move(domain)), owned_(std::move(owned)), memory_(memory), access_(access)
@@ -98,7 +114,7 @@ MemoryRegion::MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<st
 
 MemoryRegion::~MemoryRegion()
 {
-    (void)revoke(); // close before the key is returned and before owned_ is freed
+    (void)revoke_now(true); // close before the key is returned and before owned_ is freed
     // A write or read still queued at this side's provider (a killed peer's)
     // may yet land, key checked or not: the domain keeps the range while an
     // endpoint of it may be open (this region is not its only owner).
@@ -110,10 +126,14 @@ MemoryRegion::~MemoryRegion()
     }
 }
 
-bool MemoryRegion::revoke() noexcept
+bool MemoryRegion::revoke() noexcept { return revoke_now(false); }
+
+bool MemoryRegion::revoke_now(bool destroying) noexcept
 {
     if (revoked_)
         return false;
+    if (watched_ && domain_->region_watcher() != nullptr)
+        domain_->region_watcher()->revoking(*this, destroying); // peers on the lane first
     revoked_ = true;
     revocations_.fetch_add(1, std::memory_order_relaxed);
     fid_.reset();
@@ -183,7 +203,10 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
     // allocate() zeroes what it returns: under overcommit a region larger than
     // memory and swap would be granted, then the zeroing would summon the OOM killer.
     const std::uint64_t machine = machine_memory();
-    void* p = machine && rounded > machine ? nullptr : std::aligned_alloc(page, rounded);
+    const bool shared = domain->shares_allocations() && access != Access::local;
+    void* p = machine && rounded > machine ? nullptr
+              : shared                     ? reinterpret_cast<void*>(1) // the memfd's, below
+                                           : std::aligned_alloc(page, rounded);
     if (!p)
         detail::throw_error(
             "MemoryRegion::allocate", -FI_ENOMEM, std::string(domain->provider()),
@@ -192,19 +215,26 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
                         "(MemoryRegion::register_memory)",
                         size, double(size) / double(1ull << 30),
                         double(machine) / double(1ull << 30)));
-    if (placement == Placement::near_device) {
-        // Prefer the device's node, then touch the pages so they land there.
-        const int node = providers::numa_node(domain->info().get());
-        if (node >= 0 && node < 64) {
-            const unsigned long mask = 1ul << node;
-            (void)mbind(p, rounded, MPOL_PREFERRED, &mask, 64, 0);
-        }
+    std::shared_ptr<std::byte[]> owned;
+    std::shared_ptr<lane::Segment> segment;
+    if (shared) {
+        // A sealed memfd a co-located peer maps (src/lane/segment.hpp), sealed
+        // read-only for it unless peers may write.
+        segment = std::make_shared<lane::Segment>(lane::Segment::create(rounded, "region"));
+        segment->seal(access == Access::remote_read ? lane::PeerAccess::read
+                                                    : lane::PeerAccess::read_write);
+        p = segment->data();
+        owned = std::shared_ptr<std::byte[]>(segment->data(), [segment](std::byte*) {});
+    } else {
+        owned = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p),
+                                             [](std::byte* q) { std::free(q); });
     }
+    if (placement == Placement::near_device)
+        prefer_device_node(*domain, p, rounded);
     std::memset(p, 0, rounded);
-    std::shared_ptr<std::byte[]> owned(static_cast<std::byte*>(p),
-                                       [](std::byte* q) { std::free(q); });
     auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain),
                                              std::span(owned.get(), size), access, owned);
+    mr->segment_ = std::move(segment);
     mr->register_with(bind_to);
     return mr;
 }
@@ -313,6 +343,10 @@ void MemoryRegion::register_with(const Endpoint* bind_to)
                             "the provider needs raw keys larger than 64 bits (FI_MR_RAW), which "
                             "weft does not support");
     desc_ = fi_mr_desc(raw);
+    if (access_ != Access::local && domain_->region_watcher() != nullptr) {
+        watched_ = true;
+        domain_->region_watcher()->registered(*this);
+    }
 }
 
 void MemoryRegion::bad_slice(std::size_t offset, std::size_t len) const

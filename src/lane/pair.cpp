@@ -40,8 +40,8 @@ std::string_view tag_of(std::span<const std::byte> b)
 
 } // namespace
 
-Pair Pair::open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
-                std::uint32_t ring_slots, Deadline deadline)
+Pair Pair::start(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
+                 std::uint32_t ring_slots, Deadline deadline)
 {
     const Credentials who = channel.peer();
     if (expected_pid != 0 && who.pid != expected_pid)
@@ -58,24 +58,42 @@ Pair Pair::open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_p
     w.u64(p.inbox_.segment().size());
     const std::array<int, 2> fds = {p.inbox_.segment().fd(), p.inbox_.wake_fd()};
     p.channel_.send(w.data(), fds, deadline);
+    return p;
+}
 
-    auto m = p.channel_.receive(64, 2, deadline);
+bool Pair::finish(Deadline deadline)
+{
+    if (outbox_)
+        return true;
+    auto m = channel_.receive(64, 2, deadline);
     if (!m)
-        throw TimeoutError("lane", -ETIMEDOUT, "",
-                           fmt::format("pid {} sent no lane hello by the deadline", who.pid));
+        return false;
     if (tag_of(m->bytes) != hello_tag || m->fds.size() != 2)
         throw Error("lane", -EPROTO, "",
-                    fmt::format("pid {} answered the lane's hello with something else", who.pid));
+                    fmt::format("pid {} began the lane with something else than its hello",
+                                peer_.pid));
     wire::Reader r(m->bytes, "lane hello", "lane");
     r.raw(4);
     if (const auto v = r.u8(); v != version)
         throw Error("lane", -EPROTO, "",
                     fmt::format("pid {} speaks lane version {} (this weft: {}): run the same weft "
                                 "on both sides",
-                                who.pid, v, version));
-    p.peer_instance_ = r.u64();
+                                peer_.pid, v, version));
+    peer_instance_ = r.u64();
     const std::uint64_t ring_bytes = r.u64();
-    p.outbox_.emplace(RingSender::attach(std::move(m->fds[0]), ring_bytes, std::move(m->fds[1])));
+    r.finish();
+    outbox_.emplace(RingSender::attach(std::move(m->fds[0]), ring_bytes, std::move(m->fds[1])));
+    seen_generation_ = outbox_->generation();
+    return true;
+}
+
+Pair Pair::open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
+                std::uint32_t ring_slots, Deadline deadline)
+{
+    Pair p = start(std::move(channel), my_instance, expected_pid, ring_slots, deadline);
+    if (!p.finish(deadline))
+        throw TimeoutError("lane", -ETIMEDOUT, "",
+                           fmt::format("pid {} sent no lane hello by the deadline", p.peer_.pid));
     return p;
 }
 
@@ -117,6 +135,8 @@ void Pair::withdraw(std::uint64_t key, Deadline deadline)
 
 void Pair::tend()
 {
+    if (!outbox_)
+        finish(now());
     while (auto m = channel_.receive(64, 1, now()))
         handle(*m);
 }
@@ -144,6 +164,7 @@ void Pair::handle(UnixChannel::Message& m)
     r.finish();
     o.readable = flags & readable_bit;
     o.writable = flags & writable_bit;
+    mapped.owner_address = o.address;
     if ((flags & memory_bit) != 0) {
         if (m.fds.size() != 1 || in_segment > segment_size || o.length > segment_size - in_segment)
             throw Error("lane", -EPROTO, "",
@@ -196,23 +217,33 @@ void Pair::copy_failed(const char* call, const Mapped& m, std::uint64_t offset, 
                             std::strerror(e)));
 }
 
-void Pair::write(std::uint64_t key, std::uint64_t offset, std::span<const std::byte> src)
+std::uint64_t Pair::position(const Mapped& m, const Target& t, std::size_t len, bool write)
 {
-    const Mapped& m = region(key, "write");
-    if (!m.offer.writable || offset > m.offer.length || src.size() > m.offer.length - offset)
-        [[unlikely]]
-        refuse(key, fmt::format("a write of [{}, +{}) to {} {} B region", offset, src.size(),
-                                m.offer.writable ? "its" : "its read-only", m.offer.length));
+    const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
+    const bool allowed = write ? m.offer.writable : m.offer.readable;
+    if (!allowed || (t.virtual_address && t.target < m.owner_address) || at > m.offer.length ||
+        len > m.offer.length - at) [[unlikely]]
+        refuse(t.key, fmt::format("a {} of [{}, +{}) {} {}{} B region", write ? "write" : "read",
+                                  at, len, write ? "to" : "from",
+                                  allowed ? "its " : write ? "its read-only " : "its unreadable ",
+                                  m.offer.length));
+    return at;
+}
+
+void Pair::write(const Target& to, std::span<const std::byte> src)
+{
+    const Mapped& m = region(to.key, "write");
+    const std::uint64_t at = position(m, to, src.size(), true);
     if (m.memory) [[likely]] {
-        std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + offset), src.data(), src.size());
+        std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + at), src.data(), src.size());
         return;
     }
     iovec local{const_cast<std::byte*>(src.data()), src.size()};
-    iovec remote{reinterpret_cast<void*>(m.offer.address + offset), src.size()};
+    iovec remote{reinterpret_cast<void*>(m.offer.address + at), src.size()};
     while (remote.iov_len > 0) {
         const ssize_t n = ::process_vm_writev(peer_.pid, &local, 1, &remote, 1, 0);
         if (n <= 0)
-            copy_failed("process_vm_writev", m, offset, src.size());
+            copy_failed("process_vm_writev", m, at, src.size());
         const auto moved = static_cast<std::size_t>(n);
         local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
         local.iov_len -= moved;
@@ -221,24 +252,21 @@ void Pair::write(std::uint64_t key, std::uint64_t offset, std::span<const std::b
     }
 }
 
-void Pair::read(std::uint64_t key, std::uint64_t offset, std::span<std::byte> dst)
+void Pair::read(const Target& from, std::span<std::byte> dst)
 {
-    const Mapped& m = region(key, "read");
-    if (!m.offer.readable || offset > m.offer.length || dst.size() > m.offer.length - offset)
-        [[unlikely]]
-        refuse(key, fmt::format("a read of [{}, +{}) from {} {} B region", offset, dst.size(),
-                                m.offer.readable ? "its" : "its unreadable", m.offer.length));
+    const Mapped& m = region(from.key, "read");
+    const std::uint64_t at = position(m, from, dst.size(), false);
     if (m.memory) [[likely]] {
-        std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + offset),
+        std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + at),
                     dst.size());
         return;
     }
     iovec local{dst.data(), dst.size()};
-    iovec remote{reinterpret_cast<void*>(m.offer.address + offset), dst.size()};
+    iovec remote{reinterpret_cast<void*>(m.offer.address + at), dst.size()};
     while (remote.iov_len > 0) {
         const ssize_t n = ::process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0);
         if (n <= 0)
-            copy_failed("process_vm_readv", m, offset, dst.size());
+            copy_failed("process_vm_readv", m, at, dst.size());
         const auto moved = static_cast<std::size_t>(n);
         local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
         local.iov_len -= moved;
@@ -256,7 +284,81 @@ bool Pair::notify(std::uint32_t value)
 
 bool Pair::send(std::span<const std::byte> message)
 {
-    return outbox_->push(static_cast<std::uint16_t>(RecordKind::message), message);
+    using L = RingLayout;
+    if (message.size() <= L::max_payload)
+        return outbox_->push(static_cast<std::uint16_t>(RecordKind::message), message);
+    // In parts, all or nothing: the room for every part first.
+    const std::size_t first = L::max_payload - 4;
+    const std::size_t rest = message.size() - first;
+    const std::size_t whole_records = rest / L::max_payload;
+    const std::size_t tail = rest % L::max_payload;
+    const auto slots_for = [](std::size_t n) {
+        return n <= L::first_payload ? 1 : 1 + (n - L::first_payload + L::line - 1) / L::line;
+    };
+    const std::size_t needed = slots_for(L::max_payload) * (1 + whole_records) +
+                               (tail > 0 ? slots_for(tail) : 0);
+    if (outbox_->room() < needed)
+        return false;
+    std::array<std::byte, L::max_payload> head{};
+    const auto total = static_cast<std::uint32_t>(message.size());
+    std::memcpy(head.data(), &total, 4);
+    std::memcpy(head.data() + 4, message.data(), first);
+    (void)outbox_->push(static_cast<std::uint16_t>(RecordKind::message_first), head);
+    for (std::size_t at = first; at < message.size(); at += L::max_payload)
+        (void)outbox_->push(static_cast<std::uint16_t>(RecordKind::message_more),
+                            message.subspan(at, std::min(L::max_payload, message.size() - at)));
+    return true;
+}
+
+std::optional<RingRecord> Pair::receive(std::span<std::byte> out)
+{
+    using L = RingLayout;
+    std::array<std::byte, L::max_payload> part;
+    for (;;) {
+        const auto rec = inbox_.pop(part);
+        if (!rec)
+            return std::nullopt;
+        const auto kind = static_cast<RecordKind>(rec->kind);
+        const auto got = std::span<const std::byte>(part).first(rec->length);
+        const bool in_parts = partial_total_ > 0;
+        if (!in_parts && kind == RecordKind::notify && rec->length == 4) {
+            std::memcpy(out.data(), got.data(), 4);
+            return rec;
+        }
+        if (!in_parts && kind == RecordKind::message) {
+            if (rec->length > out.size())
+                throw Error("lane", -EMSGSIZE, "",
+                            fmt::format("pid {} sent a {} B message, over this side's {} B",
+                                        peer_.pid, rec->length, out.size()));
+            std::memcpy(out.data(), got.data(), got.size());
+            return rec;
+        }
+        if (!in_parts && kind == RecordKind::message_first && rec->length == L::max_payload) {
+            std::uint32_t total = 0;
+            std::memcpy(&total, got.data(), 4);
+            if (total <= L::max_payload || total > out.size())
+                throw Error("lane", -EMSGSIZE, "",
+                            fmt::format("pid {} began a {} B message in parts, for a {} B buffer",
+                                        peer_.pid, total, out.size()));
+            partial_total_ = total;
+            partial_.assign(got.begin() + 4, got.end());
+            continue;
+        }
+        if (in_parts && kind == RecordKind::message_more && rec->length > 0 &&
+            rec->length <= partial_total_ - partial_.size()) {
+            partial_.insert(partial_.end(), got.begin(), got.end());
+            if (partial_.size() < partial_total_)
+                continue;
+            std::memcpy(out.data(), partial_.data(), partial_.size()); // total <= out.size()
+            const RingRecord whole{static_cast<std::uint16_t>(RecordKind::message), partial_.size()};
+            partial_.clear();
+            partial_total_ = 0;
+            return whole;
+        }
+        throw Error("lane", -EPROTO, "",
+                    fmt::format("pid {} sent a record of kind {} ({} B) out of protocol",
+                                peer_.pid, rec->kind, rec->length));
+    }
 }
 
 } // namespace weft::lane

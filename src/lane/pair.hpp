@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ring.hpp"
 #include "segment.hpp"
@@ -46,8 +47,10 @@ struct Offer {
     bool writable = false;
 };
 
-/// What a ring record is.
-enum class RecordKind : std::uint16_t { notify = 1, message = 2 };
+/// What a ring record is. A message longer than one record goes as a
+/// message_first (its total length, then bytes) and message_more records,
+/// all in the ring at once; receive() hands it out whole, as a message.
+enum class RecordKind : std::uint16_t { notify = 1, message = 2, message_first = 3, message_more = 4 };
 
 class Pair {
 public:
@@ -57,6 +60,13 @@ public:
     /// naming the defect, TimeoutError past `deadline`.
     static Pair open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
                      std::uint32_t ring_slots, Deadline deadline);
+    /// The same in two steps, for an end that must not wait for its peer:
+    /// start() sends this side's hello (offers may follow at once); finish()
+    /// takes the peer's when it has come by `deadline` (ready() then).
+    static Pair start(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
+                      std::uint32_t ring_slots, Deadline deadline);
+    bool finish(Deadline deadline);
+    bool ready() const noexcept { return outbox_.has_value(); }
 
     std::uint64_t peer_instance() const noexcept { return peer_instance_; }
     const Credentials& peer() const noexcept { return peer_; }
@@ -72,31 +82,47 @@ public:
     void withdraw(std::uint64_t key, Deadline deadline);
 
     // ---- the initiator's side ----
-    /// Copies `src` into the peer's region `key` at `offset`. Throws UsageError
-    /// when the peer offered no such region (or withdrew it), it is not
-    /// writable, or the range leaves it; weft::Error when the kernel refuses
-    /// the copy (naming why); peer_lost() when the peer has gone.
-    void write(std::uint64_t key, std::uint64_t offset, std::span<const std::byte> src);
-    void read(std::uint64_t key, std::uint64_t offset, std::span<std::byte> dst);
+    /// Where in a region an access lands: `target` is an offset from the
+    /// region's start, or (`virtual_address`) an address in the owner's
+    /// address space, as a RemoteRegion under FI_MR_VIRT_ADDR says.
+    struct Target {
+        std::uint64_t key;
+        std::uint64_t target;
+        bool virtual_address = false;
+    };
+    /// Copies `src` into the peer's region. Throws UsageError when the peer
+    /// offered no such region (or withdrew it), it is not writable, or the
+    /// range leaves it; weft::Error when the kernel refuses the copy (naming
+    /// why); peer_lost() when the peer has gone.
+    void write(const Target& to, std::span<const std::byte> src);
+    void read(const Target& from, std::span<std::byte> dst);
     /// Whether the peer offered `key` (its channel read first on a miss).
     bool knows(std::uint64_t key);
-    /// Through the ring to the peer: false when it is full now.
+    /// Through the ring to the peer: false when it has no room now (then
+    /// nothing of it was sent).
     bool notify(std::uint32_t value);
     bool send(std::span<const std::byte> message);
 
     // ---- this side's inbox ----
-    std::optional<RingRecord> receive(std::span<std::byte> out) { return inbox_.pop(out); }
+    /// The next notification or whole message, copied into `out`; none when
+    /// nothing (whole) waits. Throws weft::Error when the peer broke the
+    /// protocol, or a message is longer than `out`.
+    std::optional<RingRecord> receive(std::span<std::byte> out);
     bool arm() noexcept { return inbox_.arm(); }
     void disarm() noexcept { inbox_.disarm(); }
     /// Reads the control messages waiting on the channel (offers, withdrawals).
     /// Throws weft::Error with peer_lost() once the peer has closed its end.
+    /// Before ready(), finishes the hello if it has come.
     void tend();
 
 private:
     struct Mapped {
-        Offer offer;
+        Offer offer;                     // address: where this side reaches byte 0
+        std::uint64_t owner_address = 0; // byte 0 in the owner's address space
         std::unique_ptr<Segment> memory; // none: process_vm_* at offer.address
     };
+    /// The offset of [target, +len) in `m`, checked; UsageError otherwise.
+    std::uint64_t position(const Mapped& m, const Target& t, std::size_t len, bool write);
     Pair(UnixChannel channel, RingReceiver inbox) noexcept
         : channel_(std::move(channel)), inbox_(std::move(inbox))
     {
@@ -121,6 +147,8 @@ private:
     Credentials peer_{};
     std::uint64_t peer_instance_ = 0;
     std::uint64_t seen_generation_ = 0; // the owner's, when this side last read its channel
+    std::vector<std::byte> partial_;    // a long message arriving in parts
+    std::size_t partial_total_ = 0;
     std::unordered_map<std::uint64_t, Mapped> regions_;
 };
 

@@ -149,6 +149,27 @@ std::string Selection::report() const
     out += fmt::format("weft:   progress: {}, threading {}\n", progress,
                        i->domain_attr->threading == FI_THREAD_SAFE ? "FI_THREAD_SAFE"
                                                                    : "FI_THREAD_DOMAIN");
+    switch (options_.same_host) {
+    case SameHost::off:
+        out += fmt::format("weft:   same host: {} like any peer (SameHost::lane takes weft's "
+                           "same-host lane)\n",
+                           provider());
+        break;
+    case SameHost::lane:
+        out += fmt::format("weft:   same host: weft's lane for peers whose address proves them "
+                           "co-located (memcpy through sealed shared memory for memory weft "
+                           "allocated, process_vm_* for other registered memory); {} for the "
+                           "rest, each peer's path and why in Node::path(peer)\n",
+                           provider());
+        break;
+    case SameHost::enforced:
+        out += fmt::format("weft:   same host: weft's lane, enforced access only (sealed shared "
+                           "memory weft allocated; process_vm_* excluded, this process "
+                           "non-dumpable); {} for the rest, each peer's path in "
+                           "Node::path(peer)\n",
+                           provider());
+        break;
+    }
     return out;
 }
 

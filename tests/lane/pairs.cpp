@@ -29,16 +29,16 @@ using weft::test::thrown;
 
 namespace {
 
-std::pair<Pair, Pair> joined(pid_t expected = 0)
+std::pair<Pair, Pair> joined(pid_t expected = 0, std::uint32_t slots = 64)
 {
     UnixListener listener = UnixListener::open();
     auto connecting = std::async(std::launch::async, [&] {
         return Pair::open(UnixChannel::connect(listener.name(), Deadline::after(10s)), 1, expected,
-                          64, Deadline::after(10s));
+                          slots, Deadline::after(10s));
     });
     auto ch = listener.accept(Deadline::after(10s));
     REQUIRE(ch);
-    Pair accepted = Pair::open(std::move(*ch), 2, 0, 64, Deadline::after(10s));
+    Pair accepted = Pair::open(std::move(*ch), 2, 0, slots, Deadline::after(10s));
     return {connecting.get(), std::move(accepted)};
 }
 
@@ -69,27 +69,64 @@ TEST_CASE("lane pair: writes and reads reach exactly what the owner offered", "[
     b.offer(offer_of(ro.data(), 4096, 0x20, false), &ro, Deadline::after(5s));
     b.offer(offer_of(heap.data(), heap.size(), 0x30, true), nullptr, Deadline::after(5s));
 
-    a.write(0x10, 8, bytes("through the mapping"));
+    a.write({0x10, 8}, bytes("through the mapping"));
     CHECK(std::memcmp(rw.data() + 64 + 8, "through the mapping", 19) == 0);
-    a.write(0x30, 990, bytes("by process"));
+    a.write({0x30, 990}, bytes("by process"));
     CHECK(std::memcmp(heap.data() + 990, "by process", 10) == 0);
     std::array<std::byte, 7> got{};
-    a.read(0x20, 0, got);
+    a.read({0x20, 0}, got);
     CHECK(std::memcmp(got.data(), "read me", 7) == 0);
-    a.read(0x30, 990, got);
+    a.read({0x30, 990}, got);
     CHECK(std::memcmp(got.data(), "by proc", 7) == 0);
 
-    CHECK_THAT(thrown<weft::UsageError>([&] { a.write(0x20, 0, bytes("no")); }),
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x20, 0}, bytes("no")); }),
                Catch::Contains("read-only"));
     CHECK(std::memcmp(ro.data(), "read me", 7) == 0);
-    CHECK_THAT(thrown<weft::UsageError>([&] { a.write(0x10, 510, bytes("abc")); }),
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x10, 510}, bytes("abc")); }),
                Catch::Contains("[510, +3)"));
-    CHECK_THAT(thrown<weft::UsageError>([&] { a.write(0x30, 998, bytes("abc")); }),
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x30, 998}, bytes("abc")); }),
                Catch::Contains("1000 B region"));
-    CHECK_THAT(thrown<weft::UsageError>([&] { a.write(0x99, 0, bytes("abc")); }),
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x99, 0}, bytes("abc")); }),
                Catch::Contains("offers no such region"));
     CHECK(a.knows(0x10));
     CHECK_FALSE(a.knows(0x99));
+
+    // Addressed as a RemoteRegion under FI_MR_VIRT_ADDR: the owner's addresses.
+    const auto va = reinterpret_cast<std::uintptr_t>(rw.data() + 64);
+    a.write({0x10, va + 100, true}, bytes("virtual"));
+    CHECK(std::memcmp(rw.data() + 164, "virtual", 7) == 0);
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x10, va - 1, true}, bytes("x")); }),
+               Catch::Contains("region"));
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x10, va + 510, true}, bytes("xyz")); }),
+               Catch::Contains("[510, +3)"));
+}
+
+TEST_CASE("lane pair: a message longer than a record arrives whole, all or nothing",
+          "[lane][pair]")
+{
+    auto [a, b] = joined(0, 1024);
+    std::vector<std::byte> big(3 * weft::lane::RingLayout::max_payload + 77);
+    for (std::size_t i = 0; i < big.size(); ++i)
+        big[i] = static_cast<std::byte>(i * 13);
+    std::vector<std::byte> out(16384);
+    REQUIRE(a.send(big));
+    REQUIRE(a.notify(5));
+    auto rec = b.receive(out);
+    REQUIRE(rec);
+    CHECK(rec->kind == static_cast<std::uint16_t>(RecordKind::message));
+    REQUIRE(rec->length == big.size());
+    CHECK(std::memcmp(out.data(), big.data(), big.size()) == 0);
+    rec = b.receive(out);
+    REQUIRE(rec);
+    CHECK(rec->kind == static_cast<std::uint16_t>(RecordKind::notify));
+    // A ring of 1024 slots (64 KiB) has no room for 70 kB: refused whole.
+    std::vector<std::byte> huge(70000);
+    CHECK_FALSE(a.send(huge));
+    CHECK_FALSE(b.receive(out));
+    // Longer than the receiver's buffer: an error, not an overflow.
+    REQUIRE(a.send(std::span(big).first(5000)));
+    std::vector<std::byte> small(4096);
+    CHECK_THAT(thrown<weft::Error>([&] { b.receive(small); }), Catch::Contains("5000 B message"));
 }
 
 TEST_CASE("lane pair: notifications and messages arrive in order, each once", "[lane][pair]")
@@ -132,10 +169,10 @@ TEST_CASE("lane pair: a withdrawn, detached region is out of reach", "[lane][pai
     Segment rw = Segment::create(4096, "rw");
     rw.seal(PeerAccess::read_write);
     b.offer(offer_of(rw.data(), 4096, 0x10, true), &rw, Deadline::after(5s));
-    a.write(0x10, 0, bytes("first"));
+    a.write({0x10, 0}, bytes("first"));
     b.withdraw(0x10, Deadline::after(5s));
     rw.detach_peers();
-    CHECK_THAT(thrown<weft::UsageError>([&] { a.write(0x10, 0, bytes("again")); }),
+    CHECK_THAT(thrown<weft::UsageError>([&] { a.write({0x10, 0}, bytes("again")); }),
                Catch::Contains("never registered, or revoked"));
     CHECK(std::memcmp(rw.data(), "first", 5) == 0);
 }
@@ -159,10 +196,10 @@ TEST_CASE("lane pair: a peer that dies is seen by its channel, and its memory is
     REQUIRE(ch);
     Pair p = Pair::open(std::move(*ch), 8, owner.pid(), 64, Deadline::after(10s));
     REQUIRE(owner.read_until('r', Deadline::after(10s)) == "r");
-    p.write(0x30, 0, bytes("alive")); // process_vm_writev into the owner
+    p.write({0x30, 0}, bytes("alive")); // process_vm_writev into the owner
     owner.kill_now();
     try {
-        p.write(0x30, 0, bytes("dead?"));
+        p.write({0x30, 0}, bytes("dead?"));
         FAIL("wrote into a dead process");
     } catch (const weft::Error& e) {
         CHECK(e.peer_lost());

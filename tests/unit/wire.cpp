@@ -189,6 +189,49 @@ TEST_CASE("wire: a Node address round-trips, and each defect is named", "[unit][
                     UsageError);
 }
 
+TEST_CASE("wire: a Node address with its same-host lane round-trips as version 2, and a "
+          "version-1 address stays version 1",
+          "[unit][wire][node][lane]")
+{
+    const std::vector<std::byte> fabric(16, std::byte{3});
+    NodeAddress::SameHost h;
+    for (std::size_t i = 0; i < h.boot_id.size(); ++i)
+        h.boot_id[i] = static_cast<std::byte>(i + 1);
+    h.net_ns = 4026531840;
+    h.pid_ns = 4026531836;
+    h.pid = 4242;
+    h.uid = 1000;
+    h.lane = "weft-lane-00112233445566778899aabbccddeeff";
+    const NodeAddress a(EndpointKind::rdm, "shm", 1, 7, fabric, h);
+    const auto bytes = a.encode();
+    CHECK(bytes[4] == std::byte{2});
+    CHECK(bytes.size() == 28 + 3 + fabric.size() + 16 + 8 + 8 + 4 + 4 + 4 + h.lane.size() + 4);
+    const NodeAddress back = NodeAddress::decode(bytes);
+    CHECK(back == a);
+    REQUIRE(back.same_host());
+    CHECK(back.same_host()->lane == h.lane);
+    CHECK(back.same_host()->pid == 4242);
+
+    const NodeAddress plain(EndpointKind::rdm, "shm", 1, 7, fabric);
+    auto v1 = plain.encode();
+    CHECK(v1[4] == std::byte{1});
+    CHECK_FALSE(NodeAddress::decode(v1).same_host());
+    // A version-1 body claiming version 2 lacks the same-host part.
+    v1.resize(v1.size() - 4);
+    v1[4] = std::byte{2};
+    const std::uint32_t crc = crc32c(v1);
+    for (int i = 0; i < 4; ++i)
+        v1.push_back(static_cast<std::byte>(crc >> (8 * i)));
+    try {
+        (void)NodeAddress::decode(v1);
+        FAIL("accepted");
+    } catch (const UsageError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("do not add up"));
+    }
+    h.lane = "bad name";
+    CHECK_THROWS_AS(NodeAddress(EndpointKind::rdm, "shm", 1, 7, fabric, h), UsageError);
+}
+
 TEST_CASE("wire: the one codec writes little-endian in place or appended, and a short or "
           "long message is an error naming its call and what it was",
           "[unit][wire]")

@@ -27,6 +27,7 @@
 
 #include <rdma/fi_eq.h>
 
+#include "weft/fabric/completion.hpp"
 #include "weft/fabric/completion_queue.hpp"
 #include "weft/base/deadline.hpp"
 #include "weft/base/error.hpp"
@@ -39,42 +40,6 @@ namespace weft {
 
 class Endpoint;
 struct Options;
-
-/// A peer of a Node: an index into its table of peers (never reused while the
-/// Node lives). Completions a peer caused carry it; others carry none.
-struct PeerId {
-    static constexpr std::uint32_t none = ~0u;
-    std::uint32_t index = none;
-    explicit operator bool() const noexcept { return index != none; }
-    friend bool operator==(PeerId, PeerId) = default;
-};
-
-/// What a completion reports.
-enum class Op : std::uint8_t {
-    send,   ///< a send finished locally (its buffer may be reused)
-    recv,   ///< a message arrived: Completion::message
-    write,  ///< an RMA write (or write_notify) finished locally
-    read,   ///< an RMA read finished: the data is in the local sink
-    atomic, ///< a fetch_add / compare_swap finished: the old value is in the result
-    notify, ///< a peer's write_notify landed here: Completion::data is its value
-};
-std::string_view to_string(Op op) noexcept;
-
-
-struct Completion {
-    void* context = nullptr; ///< as given when posting; nullptr for recv and notify
-    Op op = Op::send;
-    /// Bytes moved by this side's operation, or received (recv). 0 for a
-    /// notification on every provider (some report the written length, others
-    /// cannot): carry a length in the notification's value if the target needs it.
-    std::size_t len = 0;
-    std::uint32_t data = 0; ///< notify: the 32-bit value the writer attached
-    /// recv: the payload, valid until the next poll / wait call on this queue.
-    std::span<const std::byte> message{};
-    const detail::Tag* lent = nullptr; ///< internal: the receive slot lent out
-    /// notify and recv on a Node's queue: the peer that caused it.
-    PeerId peer{};
-};
 
 class Completions {
 public:
@@ -126,7 +91,13 @@ public:
     /// Waiting::sleep: the 1 ms naps its waits took so far (two sleeps in a
     /// row that returned at once to nothing: a descriptor that does not hold).
     std::uint64_t naps() const noexcept { return naps_taken_; }
-    bool trywait() noexcept { return deferred_.empty() && lent_.empty() && cq_->trywait(); }
+    bool trywait() noexcept
+    {
+        return deferred_.empty() && lent_.empty() && (side_ == nullptr || side_->quiet()) &&
+               cq_->trywait();
+    }
+    /// Completions from beside the queue, read with it from now on (one source).
+    void add_side(SideSource* side) noexcept { side_ = side; }
 
     const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
     std::string_view provider() const noexcept { return cq_->domain()->provider(); }
@@ -252,10 +223,16 @@ private:
     static constexpr std::uint32_t yield_every = 15;
     /// The fast paths' precondition: nothing lent out, no credit flow control
     /// (whose grants ride on every drain).
-    bool plain() const noexcept { return lent_.empty() && !credits_ && !sources_ && !sleeping_; }
+    bool plain() const noexcept
+    {
+        return lent_.empty() && !credits_ && !sources_ && !sleeping_ && side_ == nullptr;
+    }
     /// wait(context)'s fast path also serves a queue that names sources
     /// (spin_one reads them): the awaited entry needs none, the others get theirs.
-    bool plain_wait() const noexcept { return lent_.empty() && !credits_ && !sleeping_; }
+    bool plain_wait() const noexcept
+    {
+        return lent_.empty() && !credits_ && !sleeping_ && side_ == nullptr;
+    }
     /// A notification's or message's peer, from its CQ data or its source.
     void name_source(Completion& c, const fi_cq_data_entry& e, fi_addr_t from) const
     {
@@ -326,6 +303,7 @@ private:
     [[noreturn]] void wait_timeout(const char* what, bool late) const;
 
     std::shared_ptr<CompletionQueue> cq_;
+    SideSource* side_ = nullptr; // a Node's same-host lane
     std::vector<std::pair<PeerId, std::string>> broken_;
     Quirks quirks_;
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized

@@ -18,6 +18,21 @@
 
 namespace weft {
 
+class MemoryRegion;
+
+/// Told of every region with remote access registered on a domain, and of its
+/// end (a Node's same-host lane offers them to co-located peers). Called on
+/// the registering thread; revoking() must not throw.
+class RegionWatcher {
+public:
+    virtual void registered(MemoryRegion& region) = 0;
+    /// `destroying`: the region goes (its memory with it), else revoke().
+    virtual void revoking(MemoryRegion& region, bool destroying) noexcept = 0;
+
+protected:
+    ~RegionWatcher() = default;
+};
+
 /// Owns a fid_domain and keeps its Fabric alive. Children (endpoints, queues,
 /// memory regions) hold a shared_ptr<Domain>, so no destruction order can hit
 /// -FI_EBUSY. Used by one thread at a time (FI_THREAD_DOMAIN) unless the
@@ -52,6 +67,14 @@ public:
     /// its address range when this domain closes, after its endpoints.
     void retire(std::shared_ptr<std::byte[]> memory, std::span<std::byte> pages) noexcept;
 
+    /// The one watcher of this domain's regions (a Node's lane), or none.
+    void watch_regions(RegionWatcher* watcher) noexcept { watcher_ = watcher; }
+    RegionWatcher* region_watcher() const noexcept { return watcher_; }
+    /// allocate() backs regions with remote access by a sealed memfd, which a
+    /// co-located peer can map (set by a Node whose same-host lane is on).
+    void share_allocations(bool on) noexcept { share_allocations_ = on; }
+    bool shares_allocations() const noexcept { return share_allocations_; }
+
     struct Private;
     Domain(Private, std::shared_ptr<Fabric> fabric, Info info, detail::FidPtr<fid_domain> fid);
 
@@ -60,6 +83,8 @@ private:
     Info info_;
     Quirks quirks_;
     std::string owner_;
+    RegionWatcher* watcher_ = nullptr;
+    bool share_allocations_ = false;
     std::mutex mutex_; // keys and retired memory: registration is not the data path
     std::unordered_set<std::uint64_t> keys_;
     std::vector<std::shared_ptr<std::byte[]>> retired_; // freed after fid_ closes

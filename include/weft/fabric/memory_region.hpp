@@ -24,6 +24,10 @@
 
 namespace weft {
 
+namespace lane {
+class Segment;
+} // namespace lane
+
 class Endpoint;
 
 /// What a region is for. Remote access is granted only when asked for, so an
@@ -131,6 +135,9 @@ public:
     /// The domain the region is registered on: a Local of it works only with
     /// that domain's endpoints (another's is refused before posting).
     const Domain& domain() const noexcept { return *domain_; }
+    /// The sealed memfd behind memory allocate() made for sharing on this
+    /// host (Domain::shares_allocations), or none (weft's own: src/lane).
+    lane::Segment* segment() const noexcept { return segment_.get(); }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
@@ -149,6 +156,9 @@ private:
 
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<std::byte[]> owned_; // from allocate(), map_file(); freed (or retired) after the fid closes
+    std::shared_ptr<lane::Segment> segment_; // owned_'s memfd, when allocate() shared it
+    bool watched_ = false;                   // the domain's watcher was told of it
+    bool revoke_now(bool destroying) noexcept;
     std::span<std::byte> memory_;
     Access access_;
     std::uint64_t key_ = 0;

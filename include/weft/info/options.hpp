@@ -70,6 +70,24 @@ struct RetryPolicy {
     bool reconnect = false;
 };
 
+/// Peers on this host (the same boot, network and pid namespaces), as their
+/// Node addresses prove it (docs/same-host-lane.md).
+enum class SameHost : std::uint8_t {
+    /// libfabric alone, as for any peer.
+    off,
+    /// weft's same-host lane beside libfabric: RMA to memory weft allocated
+    /// is a memcpy through a sealed shared mapping (read-only enforced by the
+    /// kernel), to other registered memory a process_vm_writev/readv;
+    /// notifications and messages go through shared rings. The selection
+    /// report says which peers take it, and why others do not.
+    lane,
+    /// The lane where the kernel enforces access (sealed memory weft
+    /// allocated); other registered memory is refused on it, and this process
+    /// is made non-dumpable, which closes process_vm_* and /proc/<pid>/mem to
+    /// its peers (for multi-tenant hosts).
+    enforced,
+};
+
 /// Which provider, endpoint kind and device (select(), Selection).
 struct SelectionOptions {
     /// Provider by name: "verbs", "tcp", "tcp;ofi_rxm", "sockets", "shm", "net", ...
@@ -88,6 +106,8 @@ struct SelectionOptions {
     /// (FI_MR_VIRT_ADDR, FI_MR_PROV_KEY, FI_MR_LOCAL): exercises both addressing
     /// paths on providers that accept them.
     std::uint64_t force_mr_mode = 0;
+    /// The same-host lane for co-located peers (off unless asked).
+    SameHost same_host = SameHost::off;
 };
 
 /// Who drives progress, and how waits wait (Completions, ProgressThread).
