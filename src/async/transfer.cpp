@@ -97,7 +97,7 @@ void TransferState::post_note(std::uint32_t ti) noexcept
         if (!t.note)
             t.note = slot_of(index, t.peer);
         const Local payload = payload_len ? payload_mr->slice(0, payload_len) : Local{};
-        node->endpoint(t.peer).send_note(notify.value, payload, t.note, node->fabric_peer(t.peer));
+        node->send_note(t.peer, notify.value, payload, t.note);
         node->dispatcher().posted(t.note);
     } catch (...) {
         fail(index, std::current_exception());
@@ -117,7 +117,7 @@ void TransferState::post_entry(std::uint32_t i)
         node->read(e.peer, e.local, e.remote, e.offset, ctx);
     } else if (notify.enabled && t.piggyback && i == t.last) {
         node->write_notify(e.peer, e.local, e.remote, e.offset, notify.value, ctx);
-    } else if (notify.enabled && !t.piggyback && !t.ordered_note) {
+    } else if (notify.enabled && !t.piggyback && !t.ordered_note && !t.lane) {
         node->endpoint(e.peer).write_delivered(e.local, e.remote, e.offset, ctx,
                                                node->fabric_peer(e.peer));
     } else if (chained(i)) {
@@ -135,7 +135,7 @@ bool TransferState::chained(std::uint32_t i) const noexcept
     // (RDM, entries to one peer in a row). The target's last write goes without,
     // and ends the chain.
     const Target& t = targets[entries[i].target];
-    if (i == t.last)
+    if (i == t.last || t.lane)
         return false;
     return node->kind() == EndpointKind::msg || entries[i + 1].e.peer == entries[i].e.peer;
 }
@@ -235,8 +235,14 @@ Transfer Transfer::prepare(std::shared_ptr<Node> node, Direction direction,
         // connected MSG peer), else the selection's (every MSG endpoint of a
         // Node is opened from it); prepare connects nothing.
         Traits tr = traits_of(node->selection().info());
+        bool lane = false;
         try {
-            if (node->kind() == EndpointKind::rdm || node->connected(e.peer))
+            // On the same-host lane a write is in place when it returns:
+            // ordered, and the notification after it says so.
+            lane = node->on_lane(e.peer);
+            if (lane)
+                tr = {true, true, true, SIZE_MAX, node->selection().options().slot_size};
+            else if (node->kind() == EndpointKind::rdm || node->connected(e.peer))
                 tr = traits_of(node->endpoint(e.peer));
             if (direction == Direction::write)
                 (void)e.remote.write_address(e.offset, e.local.len);
@@ -254,6 +260,7 @@ Transfer Transfer::prepare(std::shared_ptr<Node> node, Direction direction,
         if (fresh) {
             detail::TransferState::Target t;
             t.peer = e.peer;
+            t.lane = lane;
             // The notification rides on the last write where writes land in
             // order and a notification lands behind its write (CQ data, or a
             // framed message ordered after the write); a payload needs a

@@ -206,10 +206,16 @@ std::size_t Completions::drain(std::span<Completion> out)
     std::array<fi_cq_data_entry, poll_batch> entries;
     std::size_t n = 0;
     std::size_t m = 0;
-    if (sources_) {
+    // What arrived beside the queue first: a failure it reports is thrown
+    // before anything is taken from either.
+    const std::size_t pulled = side_ != nullptr ? side_->pull(out) : 0;
+    m = pulled;
+    const std::size_t room = std::min(poll_batch, out.size() - m);
+    if (room == 0) {
+    } else if (sources_) {
         // One at a time: an entry's Completion must get its own source.
         std::array<fi_addr_t, poll_batch> from;
-        n = read_cq_from(entries.data(), from.data(), std::min(poll_batch, out.size()));
+        n = read_cq_from(entries.data(), from.data(), room);
         for (std::size_t i = 0; i < n; ++i) {
             if (!translate(entries[i], out[m]))
                 continue;
@@ -217,15 +223,10 @@ std::size_t Completions::drain(std::span<Completion> out)
             ++m;
         }
     } else {
-        n = read_cq(entries.data(), std::min(poll_batch, out.size()));
-        m = translate_all(entries.data(), n, out);
+        n = read_cq(entries.data(), room);
+        m += translate_all(entries.data(), n, out.subspan(m));
     }
-    read_any_ = n > 0 || absorptions_ != absorbed_before;
-    if (side_ != nullptr && m < out.size()) {
-        const std::size_t pulled = side_->pull(out.subspan(m));
-        m += pulled;
-        read_any_ = read_any_ || pulled > 0;
-    }
+    read_any_ = n > 0 || absorptions_ != absorbed_before || pulled > 0;
     if (!follow_ups_.empty())
         run_follow_ups();
     // Nothing of a closed endpoint is left once a read finds the queue empty;

@@ -20,6 +20,7 @@ namespace {
 constexpr std::string_view hello_tag = "WFLH";
 constexpr std::string_view offer_tag = "WFLO";
 constexpr std::string_view withdraw_tag = "WFLW";
+constexpr std::string_view offered_tag = "WFLR"; // every region there was is offered
 constexpr std::uint8_t version = 1;
 
 enum OfferFlags : std::uint8_t { readable_bit = 1, writable_bit = 2, memory_bit = 4 };
@@ -29,7 +30,10 @@ Deadline now() { return Deadline::after(std::chrono::nanoseconds(0)); }
 [[noreturn]] void refuse(std::uint64_t key, const std::string& why)
 {
     throw UsageError("lane", -EINVAL, "",
-                     fmt::format("the co-located peer's region with key {:#x}: {}", key, why));
+                     fmt::format("the co-located peer's region with key {:#x}: {}. Check the "
+                                 "RemoteRegion: it must be one the peer gave, of a region it "
+                                 "still has",
+                                 key, why));
 }
 
 std::string_view tag_of(std::span<const std::byte> b)
@@ -41,7 +45,7 @@ std::string_view tag_of(std::span<const std::byte> b)
 } // namespace
 
 Pair Pair::start(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
-                 std::uint32_t ring_slots, Deadline deadline)
+                 std::uint32_t ring_slots, Deadline deadline, bool say_hello)
 {
     const Credentials who = channel.peer();
     if (expected_pid != 0 && who.pid != expected_pid)
@@ -51,14 +55,24 @@ Pair Pair::start(UnixChannel channel, std::uint64_t my_instance, pid_t expected_
                                 who.pid, expected_pid));
     Pair p(std::move(channel), RingReceiver::create(ring_slots));
     p.peer_ = who;
+    p.instance_ = my_instance;
+    if (say_hello)
+        p.hello(deadline);
+    return p;
+}
+
+void Pair::hello(Deadline deadline)
+{
+    if (said_hello_)
+        return;
     wire::Writer w;
     w.raw(hello_tag);
     w.u8(version);
-    w.u64(my_instance);
-    w.u64(p.inbox_.segment().size());
-    const std::array<int, 2> fds = {p.inbox_.segment().fd(), p.inbox_.wake_fd()};
-    p.channel_.send(w.data(), fds, deadline);
-    return p;
+    w.u64(instance_);
+    w.u64(inbox_.segment().size());
+    const std::array<int, 2> fds = {inbox_.segment().fd(), inbox_.wake_fd()};
+    channel_.send(w.data(), fds, deadline);
+    said_hello_ = true;
 }
 
 bool Pair::finish(Deadline deadline)
@@ -133,6 +147,11 @@ void Pair::withdraw(std::uint64_t key, Deadline deadline)
     inbox_.bump_generation(); // after the message: the peer that sees it finds it
 }
 
+void Pair::offered(Deadline deadline)
+{
+    channel_.send(std::as_bytes(std::span(offered_tag)), {}, deadline);
+}
+
 void Pair::tend()
 {
     if (!outbox_)
@@ -148,6 +167,10 @@ void Pair::handle(UnixChannel::Message& m)
     r.raw(std::min<std::size_t>(4, m.bytes.size()));
     if (tag == withdraw_tag) {
         regions_.erase(r.u64());
+        return;
+    }
+    if (tag == offered_tag) {
+        all_offered_ = true;
         return;
     }
     if (tag != offer_tag)
@@ -191,6 +214,12 @@ const Pair::Mapped& Pair::region_slow(std::uint64_t key, const char* op)
     // The generation first: a withdrawal sent before it changed is on the channel.
     seen_generation_ = outbox_->generation();
     tend(); // and an offer may be on its way: sent before its key could be handed out
+    // The peer's first offers (every region it had when the pair began) may
+    // still be on their way after its hello: they end with a marker.
+    for (const Deadline until = Deadline::after(std::chrono::seconds(5));
+         !all_offered_ && !regions_.contains(key) && !until.expired();)
+        if (auto m = channel_.receive(64, 1, until))
+            handle(*m);
     const auto it = regions_.find(key);
     if (it == regions_.end())
         refuse(key, fmt::format("pid {} offers no such region to {} (never registered, or "
@@ -282,6 +311,20 @@ bool Pair::notify(std::uint32_t value)
     return outbox_->push(static_cast<std::uint16_t>(RecordKind::notify), b);
 }
 
+bool Pair::note(std::uint32_t value, std::span<const std::byte> payload)
+{
+    using L = RingLayout;
+    if (payload.size() > L::max_payload - 4)
+        throw UsageError("lane", -EMSGSIZE, "",
+                         fmt::format("a note's {} B payload: the lane carries up to {} B", 
+                                     payload.size(), L::max_payload - 4));
+    std::array<std::byte, L::max_payload> b{};
+    std::memcpy(b.data(), &value, 4);
+    std::memcpy(b.data() + 4, payload.data(), payload.size());
+    return outbox_->push(static_cast<std::uint16_t>(RecordKind::note),
+                         std::span(b).first(4 + payload.size()));
+}
+
 bool Pair::send(std::span<const std::byte> message)
 {
     using L = RingLayout;
@@ -297,6 +340,11 @@ bool Pair::send(std::span<const std::byte> message)
     };
     const std::size_t needed = slots_for(L::max_payload) * (1 + whole_records) +
                                (tail > 0 ? slots_for(tail) : 0);
+    if (needed > outbox_->slots())
+        throw UsageError("lane", -EMSGSIZE, "",
+                         fmt::format("a {} B message never fits the peer's ring of {} KiB: the "
+                                     "peer's Options::slot_size is smaller than this side's",
+                                     message.size(), outbox_->slots() * L::line / 1024));
     if (outbox_->room() < needed)
         return false;
     std::array<std::byte, L::max_payload> head{};
@@ -325,7 +373,8 @@ std::optional<RingRecord> Pair::receive(std::span<std::byte> out)
             std::memcpy(out.data(), got.data(), 4);
             return rec;
         }
-        if (!in_parts && kind == RecordKind::message) {
+        if (!in_parts && (kind == RecordKind::message ||
+                          (kind == RecordKind::note && rec->length >= 4))) {
             if (rec->length > out.size())
                 throw Error("lane", -EMSGSIZE, "",
                             fmt::format("pid {} sent a {} B message, over this side's {} B",

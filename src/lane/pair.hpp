@@ -50,7 +50,15 @@ struct Offer {
 /// What a ring record is. A message longer than one record goes as a
 /// message_first (its total length, then bytes) and message_more records,
 /// all in the ring at once; receive() hands it out whole, as a message.
-enum class RecordKind : std::uint16_t { notify = 1, message = 2, message_first = 3, message_more = 4 };
+/// A note is a notification with a payload (a Transfer's): its value, then
+/// the payload, in one record.
+enum class RecordKind : std::uint16_t {
+    notify = 1,
+    message = 2,
+    message_first = 3,
+    message_more = 4,
+    note = 5,
+};
 
 class Pair {
 public:
@@ -60,11 +68,16 @@ public:
     /// naming the defect, TimeoutError past `deadline`.
     static Pair open(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
                      std::uint32_t ring_slots, Deadline deadline);
-    /// The same in two steps, for an end that must not wait for its peer:
-    /// start() sends this side's hello (offers may follow at once); finish()
-    /// takes the peer's when it has come by `deadline` (ready() then).
+    /// The same in steps, for an end that must not wait for its peer:
+    /// start() sends this side's hello (offers may follow at once) unless
+    /// `say_hello` is false: then hello() does, once this side has decided to
+    /// take the peer (an accepting end reads the peer's hello first, to know
+    /// who it is). finish() takes the peer's hello when it has come by
+    /// `deadline` (ready() then).
     static Pair start(UnixChannel channel, std::uint64_t my_instance, pid_t expected_pid,
-                      std::uint32_t ring_slots, Deadline deadline);
+                      std::uint32_t ring_slots, Deadline deadline, bool say_hello = true);
+    void hello(Deadline deadline);
+    bool said_hello() const noexcept { return said_hello_; }
     bool finish(Deadline deadline);
     bool ready() const noexcept { return outbox_.has_value(); }
 
@@ -80,6 +93,9 @@ public:
     /// it) the peer maps that; without, it copies with process_vm_*.
     void offer(const Offer& offer, const Segment* memory, Deadline deadline);
     void withdraw(std::uint64_t key, Deadline deadline);
+    /// After the offers of every region there was when the pair began: the
+    /// peer, missing a key, waits for this before it says there is none.
+    void offered(Deadline deadline);
 
     // ---- the initiator's side ----
     /// Where in a region an access lands: `target` is an offset from the
@@ -102,6 +118,8 @@ public:
     /// nothing of it was sent).
     bool notify(std::uint32_t value);
     bool send(std::span<const std::byte> message);
+    /// Up to RingLayout::max_payload - 4 bytes of payload (UsageError beyond).
+    bool note(std::uint32_t value, std::span<const std::byte> payload);
 
     // ---- this side's inbox ----
     /// The next notification or whole message, copied into `out`; none when
@@ -146,6 +164,9 @@ private:
     std::optional<RingSender> outbox_;
     Credentials peer_{};
     std::uint64_t peer_instance_ = 0;
+    std::uint64_t instance_ = 0; // this side's, for its hello
+    bool said_hello_ = false;
+    bool all_offered_ = false; // the peer's first offers are all here
     std::uint64_t seen_generation_ = 0; // the owner's, when this side last read its channel
     std::vector<std::byte> partial_;    // a long message arriving in parts
     std::size_t partial_total_ = 0;

@@ -57,9 +57,10 @@ std::uint32_t span_for(std::size_t length)
 
 RingReceiver RingReceiver::create(std::uint32_t slots)
 {
-    if (slots < 2 || slots > 65536 || !std::has_single_bit(slots))
+    if (slots < 2 || slots > L::max_slots || !std::has_single_bit(slots))
         throw UsageError("lane", -EINVAL, "",
-                         fmt::format("a ring of {} slots: a power of two from 2 to 65536", slots));
+                         fmt::format("a ring of {} slots: a power of two from 2 to {}", slots,
+                                     L::max_slots));
     RingReceiver r;
     r.segment_ = Segment::create(L::bytes(slots), "ring");
     r.slots_ = slots;
@@ -143,7 +144,7 @@ std::uint64_t RingSender::generation() const noexcept
 
 RingSender RingSender::attach(detail::Fd segment_fd, std::size_t size, detail::Fd wake)
 {
-    if (size < L::bytes(2) || size > L::bytes(65536) + 4096)
+    if (size < L::bytes(2) || size > L::bytes(L::max_slots) + 4096)
         throw UsageError("lane", -EINVAL, "",
                          fmt::format("a peer's ring of {} B cannot be one", size));
     RingSender s;
@@ -159,7 +160,7 @@ RingSender RingSender::attach(detail::Fd segment_fd, std::size_t size, detail::F
                          fmt::format("the peer's ring is not a weft ring of version {} (magic "
                                      "{:#x}, version {})",
                                      L::version, magic, version));
-    if (slots < 2 || slots > 65536 || !std::has_single_bit(slots) || L::bytes(slots) > size)
+    if (slots < 2 || slots > L::max_slots || !std::has_single_bit(slots) || L::bytes(slots) > size)
         throw UsageError("lane", -EINVAL, "",
                          fmt::format("the peer's ring claims {} slots in {} B", slots, size));
     s.slots_ = slots;

@@ -46,6 +46,7 @@ struct RingLayout {
     static constexpr std::size_t header = 3 * line;
     static constexpr std::size_t first_payload = line - 16;
     static constexpr std::uint32_t max_span = 64;
+    static constexpr std::uint32_t max_slots = 1u << 20; ///< 64 MiB
     /// The largest record: 4080 B.
     static constexpr std::size_t max_payload = first_payload + (max_span - 1) * line;
     static constexpr std::uint64_t magic = 0x676e6952'7466'6577; // "weftRing", little-endian
@@ -62,7 +63,7 @@ struct RingRecord {
 
 class RingReceiver {
 public:
-    /// A ring of `slots` slots (a power of two, 2 to 65536) and its eventfd.
+    /// A ring of `slots` slots (a power of two, 2 to max_slots) and its eventfd.
     static RingReceiver create(std::uint32_t slots);
 
     /// To send to the sender: the segment's descriptor and size, and the eventfd.
@@ -107,6 +108,7 @@ public:
     bool push(std::uint16_t kind, std::span<const std::byte> payload);
     /// Slots free now, as the receiver's head says.
     std::uint32_t room() const;
+    std::uint32_t slots() const noexcept { return slots_; }
     /// The receiver's generation (RingReceiver::bump_generation).
     std::uint64_t generation() const noexcept;
 

@@ -62,6 +62,10 @@ void OpAwait::abandon() noexcept
 
 bool OpAwait::await_ready()
 {
+    // On the same-host lane the copy is the operation: done on return.
+    if (node_.lane_now(peer_, static_cast<Node::LaneOp>(kind_), local_, remote_, offset_, value_,
+                       result_))
+        return done_ = true;
     auto& d = node_.dispatcher();
     return node_.with_route(peer_, "co_await", [&](Endpoint& ep, Peer to) __attribute__((always_inline)) {
         // A small write is injected: complete on return, with no context, no

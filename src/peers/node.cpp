@@ -10,6 +10,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "lanes.hpp"
 #include "random.hpp"
 #include "weft/base/error.hpp"
 
@@ -39,6 +41,7 @@ Node::Node(Private, std::shared_ptr<const Selection> selection, std::uint64_t in
 
 Node::~Node()
 {
+    lanes_.reset(); // its pairs and the watch on the domain's regions first
     // Endpoints before the queue they are bound to (members go in reverse order).
     peers_.clear();
     rdm_.reset();
@@ -121,6 +124,19 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
                 self->sleep(Deadline::after(std::chrono::milliseconds(ms)));
         }, node.get());
     }
+    if (const SameHost mode = selection->options().same_host; mode != SameHost::off) {
+        if (mode == SameHost::enforced)
+            (void)::prctl(PR_SET_DUMPABLE, 0); // closes process_vm_* and /proc/<pid>/mem
+        node->lanes_ = std::make_unique<detail::Lanes>(
+            node->instance_, mode, node->domain_, *node->q_,
+            node->epoll_fd_ ? node->epoll_fd_.get() : -1, selection->options().slot_size,
+            [n = node.get()](std::uint64_t instance) { return n->lane_peer(instance); });
+        node->address_.emplace(selection->kind(), std::string(selection->provider()),
+                               info->addr_format, node->instance_,
+                               std::vector<std::byte>(node->address_->fabric_address().begin(),
+                                                      node->address_->fabric_address().end()),
+                               node->lanes_->address());
+    }
     return node;
 }
 
@@ -176,8 +192,13 @@ PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> cre
     if (auto it = by_instance_.find(address.instance()); it != by_instance_.end()) {
         PeerEntry& e = peers_[it->second];
         if (e.state != PeerEntry::State::removed) {
-            if (!e.address)
+            if (!e.address) {
                 e.address = address; // it connected before it was added
+                if (rdm_ && e.addr == FI_ADDR_UNSPEC) // on the lane: now on libfabric too
+                    join_rdm(PeerId{it->second}, address);
+            }
+            if (lanes_)
+                lanes_->begin(PeerId{it->second}, address);
             return PeerId{it->second};
         }
     }
@@ -187,15 +208,23 @@ PeerId Node::add_peer(const NodeAddress& address, std::span<const std::byte> cre
     e.credential.assign(credential.begin(), credential.end());
     e.instance = address.instance();
     by_instance_[e.instance] = id.index;
+    if (lanes_)
+        lanes_->begin(id, address);
     if (!rdm_)
         return id; // MSG: connected on first use
+    join_rdm(id, address);
+    ready(id);
+    return id;
+}
+
+void Node::join_rdm(PeerId id, const NodeAddress& address)
+{
+    PeerEntry& e = peers_[id.index];
     e.addr = rdm_->insert_peer(address.fabric_address()).addr;
     e.ep = rdm_;
     rdm_->set_sharers(++rdm_peers_);
     q_->source_is(e.addr, id);
     q_->tag_is(static_cast<std::uint32_t>(address.instance()), id);
-    ready(id);
-    return id;
 }
 
 Node::PeerEntry& Node::entry(PeerId peer, const char* call)
@@ -218,6 +247,8 @@ void Node::remove_peer(PeerId peer)
 void Node::remove_now(PeerId peer)
 {
     unwatch(peer);
+    if (lanes_)
+        lanes_->forget(peer);
     PeerEntry& e = peers_[peer.index];
     routes_[peer.index] = {};
     if (e.ep && e.ep != rdm_) {
@@ -254,9 +285,10 @@ void Node::ready(PeerId peer)
 {
     PeerEntry& e = peers_[peer.index];
     e.state = PeerEntry::State::ready;
-    // A refusal still to report keeps the fast path off until said (route_slow).
-    if (e.refusal.empty())
-        routes_[peer.index] = {e.ep.get(), e.addr};
+    // A refusal still to report keeps the fast path off until said (route_slow),
+    // as a lane not chosen yet does (route_slow chooses).
+    if (e.refusal.empty() && (!lanes_ || lanes_->decided(peer)))
+        routes_[peer.index] = {e.ep.get(), e.addr, lanes_ ? lanes_->sender(peer, Deadline::never()) : nullptr};
 }
 
 Node::Route& Node::route_slow(PeerId peer, const char* call)
@@ -274,6 +306,14 @@ Node::Route& Node::route_slow(PeerId peer, const char* call)
     default:
         if (!e.refusal.empty()) [[unlikely]]
             refused(peer, call);
+        if (lanes_) {
+            // Chosen once, for good: a peer whose hello does not come within
+            // lane_patience is libfabric's (Node::path says so).
+            if (lane::Pair* lane = lanes_->sender(peer, Deadline::after(lane_patience))) {
+                routes_[peer.index] = {e.ep.get(), e.addr, lane};
+                return routes_[peer.index];
+            }
+        }
         connect(peer, Deadline::after(selection_->options().handshake_timeout));
         // (Peers that connected meanwhile may have moved the entries.)
         routes_[peer.index] = {peers_[peer.index].ep.get(), peers_[peer.index].addr};
@@ -281,28 +321,53 @@ Node::Route& Node::route_slow(PeerId peer, const char* call)
     }
 }
 
+Node::Route& Node::fabric_route(PeerId peer, const char* call)
+{
+    Route& r = route(peer, call);
+    if (r.ep != nullptr) [[likely]]
+        return r;
+    // On the lane, and not connected through libfabric yet (MSG).
+    if (!peers_[peer.index].address)
+        throw UsageError(call, -FI_EINVAL, std::string(provider()),
+                         fmt::format("peer {} reached this Node on the same-host lane and was "
+                                     "never added (add_peer): libfabric has no address for it",
+                                     peer.index));
+    connect(peer, Deadline::after(selection_->options().handshake_timeout));
+    r.ep = peers_[peer.index].ep.get();
+    r.addr = peers_[peer.index].addr;
+    return r;
+}
+
 Endpoint& Node::endpoint(PeerId peer)
 {
     const Use use(*this, "Node::endpoint");
-    return *route(peer, "Node::endpoint").ep;
+    return *fabric_route(peer, "Node::endpoint").ep;
 }
 
 std::size_t Node::read_ranges_limit(PeerId peer)
 {
     const Use use(*this, "Node::read_ranges_limit");
-    return route(peer, "read_ranges_limit").ep->read_ranges_limit();
+    // The lane reads range by range; it takes what the provider takes, so
+    // that a peer's limit does not change with the path.
+    const Route& r = route(peer, "read_ranges_limit");
+    if (r.lane && r.ep == nullptr)
+        return lane_read_ranges_limit;
+    return r.ep->read_ranges_limit();
 }
 
 Peer Node::fabric_peer(PeerId peer)
 {
     const Use use(*this, "Node::fabric_peer");
-    return Peer{route(peer, "Node::fabric_peer").addr};
+    return Peer{fabric_route(peer, "Node::fabric_peer").addr};
 }
 
 void Node::flush(PeerId peer, const RemoteRegion& readable, Deadline deadline)
 {
     const Use use(*this, "Node::flush");
     const Route& r = route(peer, "Node::flush");
+    if (r.lane && r.ep == nullptr)
+        return; // the lane's writes are in place when they return
+    // (On the lane too: a Transfer's writes went through libfabric.)
     r.ep->flush(readable, Peer{r.addr}, deadline);
 }
 
@@ -344,6 +409,7 @@ bool Node::trywait()
     // connection event left in it would keep the descriptor readable.
     if (eq_)
         events();
+    tend_lanes(true); // connections and hellos: the lane's listener is in the set
     if (!q_->trywait())
         return false;
     fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
@@ -364,6 +430,7 @@ void Node::progress()
 {
     const Use use(*this, "Node::progress");
     tend();
+    tend_lanes(true);
     // Where a killed peer can leave the provider spinning on a lock it held
     // (Quirks::dead_peer_blocks_endpoint: shm, sockets), a Node none of whose
     // peers is alive has nothing to progress, and does not risk it.

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "weft/base/error.hpp"
+#include "lanes.hpp"
 #include "weft/peers/node.hpp"
 
 namespace weft {
@@ -81,6 +82,8 @@ void Node::lose(PeerId peer, std::string why)
         return;
     routes_[peer.index] = {};
     unwatch(peer);
+    if (lanes_)
+        lanes_->forget(peer);
     e.state = PeerEntry::State::lost;
     e.why = std::move(why);
     e.refusal.clear();
@@ -213,10 +216,14 @@ void Node::tend()
     // at most every 100 us (and by trywait(), before anyone sleeps).
     if (eq_ && (!pending_.empty() || events_due())) {
         events(); // reaps broken peers too
+        if (lanes_) [[unlikely]]
+            tend_lanes(false);
         return;
     }
     if (q_->any_broken()) [[unlikely]]
         reap_broken();
+    if (lanes_) [[unlikely]]
+        tend_lanes(false);
 }
 
 bool Node::events_due() noexcept

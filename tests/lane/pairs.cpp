@@ -119,10 +119,22 @@ TEST_CASE("lane pair: a message longer than a record arrives whole, all or nothi
     rec = b.receive(out);
     REQUIRE(rec);
     CHECK(rec->kind == static_cast<std::uint16_t>(RecordKind::notify));
-    // A ring of 1024 slots (64 KiB) has no room for 70 kB: refused whole.
+    // A ring of 1024 slots (64 KiB) can never hold 70 kB: refused, saying so.
     std::vector<std::byte> huge(70000);
-    CHECK_FALSE(a.send(huge));
-    CHECK_FALSE(b.receive(out));
+    CHECK_THROWS_WITH(a.send(huge), Catch::Contains("never fits"));
+    // 30000 B take 471 slots: two fit, a third finds no room and sends nothing.
+    std::vector<std::byte> part(30000, std::byte{7});
+    REQUIRE(a.send(part));
+    REQUIRE(a.send(part));
+    CHECK_FALSE(a.send(part));
+    std::vector<std::byte> wide(40000);
+    for (int k = 0; k < 2; ++k) {
+        const auto got = b.receive(wide);
+        REQUIRE(got);
+        CHECK(got->length == part.size());
+        CHECK(wide[part.size() - 1] == std::byte{7});
+    }
+    CHECK_FALSE(b.receive(wide));
     // Longer than the receiver's buffer: an error, not an overflow.
     REQUIRE(a.send(std::span(big).first(5000)));
     std::vector<std::byte> small(4096);

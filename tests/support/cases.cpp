@@ -12,7 +12,13 @@
 
 namespace weft::test {
 
-std::string Case::label() const { return fmt::format("{}/{}", provider, to_string(kind)); }
+std::string Case::label() const
+{
+    return fmt::format("{}/{}{}", provider, to_string(kind),
+                       same_host == SameHost::lane       ? "+lane"
+                       : same_host == SameHost::enforced ? "+lane-enforced"
+                                                         : "");
+}
 
 std::string test_address()
 {
@@ -30,6 +36,8 @@ std::vector<Case> matrix()
         {"shm", EndpointKind::rdm},       {"net", EndpointKind::msg},
         {"net", EndpointKind::rdm},       {"udp;ofi_rxd", EndpointKind::rdm},
         {"verbs", EndpointKind::msg},     {"verbs;ofi_rxm", EndpointKind::rdm},
+        {"shm", EndpointKind::rdm, SameHost::lane},
+        {"tcp", EndpointKind::msg, SameHost::lane},
     };
     const char* only = std::getenv("WEFT_TEST_PROVIDERS");
     if (!only || !*only)
@@ -56,6 +64,7 @@ Options options_for(const Case& c, Options base)
     base.provider = c.provider;
     base.kind = c.kind;
     base.allow_shm = true;
+    base.same_host = c.same_host;
     if (base.node.empty())
         base.node = test_address();
     return base;

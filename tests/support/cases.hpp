@@ -21,6 +21,9 @@ namespace weft::test {
 struct Case {
     std::string provider; ///< as given to Options::provider
     EndpointKind kind;
+    /// SameHost::lane: weft's same-host lane carries what the provider would
+    /// (both ends are on this host); label "PROVIDER/KIND+lane".
+    SameHost same_host = SameHost::off;
     std::string label() const;
 };
 

@@ -140,15 +140,15 @@ public:
     static std::size_t abandoned() noexcept { return ActiveEndpoint::abandoned(); }
     /// True when write_notify uses fi_writedata; false: a write, then a message (iWARP).
     bool notify_uses_cq_data() const noexcept { return !framed_; }
-    /// The last write posted (write, write_notify): what a Node names when the
-    /// target's provider refuses an access by closing the connection (tcp
-    /// completes a write on send, so its completion never says).
+    /// The last write posted (write, write_notify): what a Node names when the target's provider
+    /// refuses an access by closing the connection (tcp's write completes on send: never says).
     struct LastWrite {
         RemoteRegion region;
         std::uint64_t offset = 0;
         std::uint64_t len = 0;
     };
     const LastWrite& last_write() const noexcept { return last_write_; }
+    std::uint64_t writes_posted() const noexcept { return writes_posted_; } ///< RMA writes, ever
     /// True when a notification takes a target's receive slot (FI_RX_CQ_DATA on verbs;
     /// framed on iWARP): it takes Options::rx_slots before it polls; a writer waits.
     bool notify_needs_receive() const noexcept { return framed_ || rx_cq_data_; }
@@ -379,10 +379,10 @@ private:
     bool queue_bypassing_reads_ = false;
     std::vector<fi_addr_t> unflushed_peers_;
     LastWrite last_write_;
+    std::uint64_t writes_posted_ = 0; // a Node's same-host lane flushes them before it reads
     bool unflushed(fi_addr_t peer) const noexcept;
     bool granting_ = false;         // grant_credits() is posting (and may come back)
     bool follow_up_queued_ = false; // in Completions::follow_ups_
-
     // ---- per-peer state (weft/peer_state.hpp) ----
     detail::ReceiveSlots slots_;
     detail::Scratch scratch_;

@@ -49,7 +49,12 @@
 
 namespace weft {
 
+namespace lane {
+class Pair;
+} // namespace lane
+
 namespace detail {
+class Lanes;
 class OpAwait;
 class NoteAwait;
 class CountAwait;
@@ -117,50 +122,33 @@ public:
     std::shared_ptr<MemoryRegion> register_memory(std::span<std::byte> memory, Access access);
 
     // ---- data path (Endpoint's, to a peer; a MSG peer is connected first) ----
-    /// `post(endpoint, to)` under one hold of the Node, with the route to `peer`.
+    /// `post(endpoint, to)` under one hold of the Node, with the route to
+    /// `peer` (libfabric's; a peer on the same-host lane is posted to by
+    /// the calls below, which see to both). The data path's bodies are inline,
+    /// in weft/peers/detail/node_data.hpp.
     template <class Post>
-    [[gnu::always_inline]] decltype(auto) with_route(PeerId peer, const char* call, Post&& post)
-    {
-        const Use use(*this, call, Use::Reap::no);
-        auto& r = route(peer, call);
-        return post(*r.ep, Peer{r.addr});
-    }
-    [[gnu::always_inline]] void write(PeerId peer, Local src, const RemoteRegion& dst,
-                                      std::uint64_t offset, void* context)
-    {
-        with_route(peer, "Node::write", [&](Endpoint& ep, Peer to)
-            __attribute__((always_inline)) { ep.write(src, dst, offset, context, to); });
-    }
-    [[gnu::always_inline]] void read(PeerId peer, Local dst, const RemoteRegion& src,
-                                     std::uint64_t offset, void* context)
-    {
-        with_route(peer, "Node::read", [&](Endpoint& ep, Peer to)
-            __attribute__((always_inline)) { ep.read(dst, src, offset, context, to); });
-    }
+    decltype(auto) with_route(PeerId peer, const char* call, Post&& post);
+    void write(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+               void* context);
+    void read(PeerId peer, Local dst, const RemoteRegion& src, std::uint64_t offset,
+              void* context);
     /// Endpoint::read_ranges: several ranges of `src`, one operation, one completion.
     void read_ranges(PeerId peer, std::span<const Endpoint::Read> reads, const RemoteRegion& src,
-                     void* context)
-    {
-        const Use use(*this, "Node::read_ranges", Use::Reap::no);
-        auto& r = route(peer, "read_ranges");
-        r.ep->read_ranges(reads, src, context, Peer{r.addr});
-    }
+                     void* context);
     /// Most ranges read_ranges() takes to `peer` (a MSG peer is connected first).
     std::size_t read_ranges_limit(PeerId peer);
-    [[gnu::always_inline]] void write_notify(PeerId peer, Local src, const RemoteRegion& dst,
-                                             std::uint64_t offset, std::uint32_t value,
-                                             void* context)
-    {
-        const Use use(*this, "Node::write_notify", Use::Reap::no);
-        auto& r = route(peer, "write_notify");
-        r.ep->write_notify(src, dst, offset, value, context, Peer{r.addr});
-    }
-    [[gnu::always_inline]] void send(PeerId peer, Local src, void* context)
-    {
-        const Use use(*this, "Node::send", Use::Reap::no);
-        auto& r = route(peer, "send");
-        r.ep->send(src, context, Peer{r.addr});
-    }
+    void write_notify(PeerId peer, Local src, const RemoteRegion& dst, std::uint64_t offset,
+                      std::uint32_t value, void* context);
+    void send(PeerId peer, Local src, void* context);
+    /// Which path carries this side's operations to `peer`, and why: its
+    /// provider, or weft's same-host lane (Options::same_host).
+    std::string path(PeerId peer) const;
+    /// Whether the same-host lane carries this side's operations to `peer`
+    /// (chosen on first use: this call may make it).
+    bool on_lane(PeerId peer);
+    /// Endpoint::send_note to `peer`: a notification with a payload, after
+    /// what was posted to it before (on the lane: on return).
+    void send_note(PeerId peer, std::uint32_t value, Local payload, void* context);
     /// What carries traffic to `peer` (MSG: connected first), for Endpoint's other calls.
     Endpoint& endpoint(PeerId peer);
     Peer fabric_peer(PeerId peer);
@@ -172,19 +160,10 @@ public:
     std::size_t poll(std::span<Completion> out);
     std::optional<Completion> poll_one();
     /// Inline, as the posts: a wait that finds its completion at once costs no call.
-    [[gnu::always_inline]] Completion wait(void* context, Deadline deadline)
-    {
-        const Use use(*this, "Node::wait");
-        return q_->wait(context, deadline);
-    }
+    Completion wait(void* context, Deadline deadline);
     /// The same, for an operation posted to `peer`: should that peer be lost
     /// meanwhile, Error::peer_lost() at once, not at the deadline.
-    [[gnu::always_inline]] Completion wait(void* context, PeerId peer, Deadline deadline)
-    {
-        const Use use(*this, "Node::wait");
-        const Waited waited(waiting_, peer);
-        return q_->wait(context, deadline);
-    }
+    Completion wait(void* context, PeerId peer, Deadline deadline);
     Completion wait_for(Op op, Deadline deadline);
     /// The next `op` that `peer` caused; others are kept for later.
     Completion wait_for(Op op, PeerId peer, Deadline deadline);
@@ -235,6 +214,11 @@ public:
     /// With `mine`: its completion, if read, goes to `*own` (the slot freed), not its sink.
     std::size_t route(detail::Slot* mine = nullptr, Completion* own = nullptr);
     bool take_kept(detail::Listener& l);
+    /// An awaited operation to a peer on the same-host lane: done now, its
+    /// completion in `out`; false when the peer is not on the lane.
+    enum class LaneOp : std::uint8_t { write, read, write_notify, send };
+    bool lane_now(PeerId peer, LaneOp op, Local local, const RemoteRegion& remote,
+                  std::uint64_t offset, std::uint32_t value, Completion& out);
     void check_local(const Local& local, bool sink) const;
 
     struct Private;
@@ -302,12 +286,33 @@ private:
     struct Route {
         Endpoint* ep = nullptr;
         fi_addr_t addr = FI_ADDR_UNSPEC;
+        lane::Pair* lane = nullptr; // the same-host lane carries this side's operations
     };
+    /// The same-host lane's side of the data path (src/peers/node_lane.cpp):
+    /// the copy, then its completion as an inject's (deferred), unless `out`
+    /// takes it (an awaiter's).
+    void lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local, const RemoteRegion* remote,
+                   std::uint64_t offset, std::uint32_t value, void* context, Completion* out = nullptr);
+    void lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,
+                          const RemoteRegion& src, void* context);
+    PeerId lane_peer(std::uint64_t instance);
+    /// Pushes onto the peer's ring (`push` false: full), waiting for room within
+    /// handshake_timeout and throwing peer_lost once the peer is gone.
+    void lane_ring(PeerId peer, const std::function<bool()>& push);
+    void tend_lanes(bool now);
+    /// How long a first use waits for a co-located peer's lane hello.
+    static constexpr auto lane_patience = std::chrono::seconds(2);
+    /// read_ranges() on the lane where the provider has no say (MSG, not connected).
+    static constexpr std::size_t lane_read_ranges_limit = 64;
+    /// route(), connected through libfabric (a lane route may not be yet).
+    Route& fabric_route(PeerId peer, const char* call);
+    void join_rdm(PeerId id, const NodeAddress& address);
     struct PeerEntry; // weft/peers/detail/peer_entry.hpp
 
     [[gnu::always_inline]] Route& route(PeerId peer, const char* call)
     {
-        if (peer.index < route_count_ && routes_[peer.index].ep) [[likely]]
+        if (peer.index < route_count_ &&
+            (routes_[peer.index].ep != nullptr) | (routes_[peer.index].lane != nullptr)) [[likely]]
             return routes_[peer.index];
         return route_slow(peer, call);
     }
@@ -357,6 +362,7 @@ private:
     std::shared_ptr<EventQueue> eq_;          // MSG: the listener's and every endpoint's
     std::shared_ptr<Listener> listener_;      // MSG
     std::shared_ptr<Endpoint> rdm_;           // RDM
+    std::unique_ptr<detail::Lanes> lanes_;    // Options::same_host: the same-host lane
     std::uint32_t rdm_peers_ = 0;             // RDM: live peers rdm_ carries (Endpoint::close)
     std::vector<PeerEntry> peers_;
     std::vector<Route> routes_;               // the fast path's one indexed load
@@ -396,4 +402,5 @@ private:
 } // namespace weft
 
 #include "weft/peers/detail/peer_entry.hpp"
+#include "weft/peers/detail/node_data.hpp"
 #include "weft/peers/detail/awaiters.hpp"

@@ -25,6 +25,7 @@ public:
         bool piggyback = false;     // the notification rides on the last write
         bool ordered_note = false;  // a payload note may follow the writes at once (SAW)
         bool failed = false;        // an entry of this post failed: no notification
+        bool lane = false;          // on the same-host lane: no FI_MORE chains, no endpoint calls
         Slot* note = nullptr;       // the separate notification's context
     };
 

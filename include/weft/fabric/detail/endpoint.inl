@@ -28,6 +28,24 @@ void Endpoint::post_retry(const char* call, fi_addr_t dest, ssize_t first, A... 
               &again);
 }
 
+namespace detail {
+/// Whether libfabric's `Fn` posts an RMA write (Endpoint::writes_posted counts them).
+template <auto Fn>
+inline constexpr bool posts_write = false;
+template <>
+inline constexpr bool posts_write<&fi_write> = true;
+template <>
+inline constexpr bool posts_write<&fi_writev> = true;
+template <>
+inline constexpr bool posts_write<&fi_writemsg> = true;
+template <>
+inline constexpr bool posts_write<&fi_inject_write> = true;
+template <>
+inline constexpr bool posts_write<&fi_writedata> = true;
+template <>
+inline constexpr bool posts_write<&fi_inject_writedata> = true;
+} // namespace detail
+
 template <auto Fn, class... A>
 [[gnu::always_inline]] inline void Endpoint::post(const char* call, fi_addr_t dest, A... args)
 {
@@ -37,6 +55,8 @@ template <auto Fn, class... A>
     const ssize_t r = Fn(ep, args...);
     if (r != 0) [[unlikely]]
         post_retry<Fn>(call, dest, r, args...);
+    if constexpr (detail::posts_write<Fn>)
+        ++writes_posted_;
 }
 
 [[gnu::always_inline]] inline void Endpoint::write(Local src, const RemoteRegion& dst,

@@ -21,6 +21,7 @@ struct Node::PeerEntry {
     std::string refusal;             // MSG: a refused access to report once (drop)
     Clock::time_point refused_at;    // MSG: when drop() noted it
     bool established = false;        // MSG: FI_CONNECTED arrived
+    std::uint64_t writes_flushed = 0; // lane: the endpoint's writes_posted() at its last flush
 };
 
 } // namespace weft

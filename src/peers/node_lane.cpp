@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+// Node's side of the same-host lane (Options::same_host, src/peers/lanes.hpp):
+// the data path to a peer on it, and the peers it brings.
+#include <functional>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+
+#include <fmt/format.h>
+
+#include "lanes.hpp"
+#include "weft/base/error.hpp"
+#include "weft/peers/node.hpp"
+
+namespace weft {
+namespace {
+
+lane::Pair::Target target_of(const RemoteRegion& r, std::uint64_t address)
+{
+    return {r.key(), address, (r.flags() & RemoteRegion::virt_addr) != 0};
+}
+
+} // namespace
+
+void Node::lane_ring(PeerId peer, const std::function<bool()>& push)
+{
+    // The peer's ring is full while it reads nothing: wait for room, as a
+    // post waits out -FI_EAGAIN, and learn of its end meanwhile.
+    if (push()) [[likely]]
+        return;
+    const Deadline deadline = Deadline::after(selection_->options().handshake_timeout);
+    for (std::uint32_t spins = 1; !push(); ++spins) {
+        if ((spins & 1023) != 0)
+            continue;
+        tend_lanes(true);
+        if (is_lost(peer))
+            throw Error("Node", -FI_ECONNRESET, std::string(provider()),
+                        fmt::format("peer {} is lost ({}): nothing was sent", peer.index,
+                                    peers_[peer.index].why),
+                        nullptr, true);
+        if (deadline.expired())
+            throw TimeoutError("Node", -FI_ETIMEDOUT, std::string(provider()),
+                               fmt::format("peer {} took nothing from its same-host lane for {} "
+                                           "ms (its ring is full): it does not read its Node",
+                                           peer.index,
+                                           selection_->options().handshake_timeout.count()));
+        std::this_thread::yield();
+    }
+}
+
+void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
+                     const RemoteRegion* remote, std::uint64_t offset, std::uint32_t value,
+                     void* context, Completion* out)
+{
+    check_local(local, op == LaneOp::read);
+    if (const Endpoint* ep = routes_[peer.index].ep; ep != nullptr && ep->closed()) [[unlikely]]
+        throw UsageError("Node", -FI_EINVAL, std::string(provider()),
+                         fmt::format("the endpoint to peer {} is closed (Endpoint::close): the "
+                                     "same-host lane closed with it; nothing was posted",
+                                     peer.index));
+    const auto bytes = std::span<std::byte>(local.addr, local.len);
+    // Writes posted through libfabric to this peer (Endpoint's calls, a
+    // Transfer) land before a read on the lane looks, or a notification on it
+    // says the data is in place: flushed first, where the region can be read.
+    if (op == LaneOp::read || op == LaneOp::write_notify) {
+        const Route& r = routes_[peer.index];
+        PeerEntry& e = peers_[peer.index];
+        if (r.ep != nullptr && r.ep->writes_posted() != e.writes_flushed && remote->is_readable()) {
+            r.ep->flush(*remote, Peer{r.addr},
+                        Deadline::after(selection_->options().handshake_timeout));
+            e.writes_flushed = r.ep->writes_posted();
+        }
+    }
+    // Checked here as on libfabric's path: the caller's RemoteRegion and size.
+    if (op == LaneOp::write || op == LaneOp::write_notify)
+        (void)remote->write_address(offset, local.len);
+    else if (op == LaneOp::read)
+        (void)remote->read_address(offset, local.len);
+    else if (local.len > selection_->options().slot_size)
+        throw UsageError("send", -FI_EMSGSIZE, std::string(provider()),
+                         fmt::format("a {} B message exceeds the receive slot size of {} B "
+                                     "(Options::slot_size): nothing was sent",
+                                     local.len, selection_->options().slot_size));
+    Op done = Op::write;
+    try {
+        switch (op) {
+        case LaneOp::write:
+        case LaneOp::write_notify:
+            pair.write(target_of(*remote, remote->write_address(offset, local.len)), bytes);
+            if (op == LaneOp::write_notify)
+                lane_ring(peer, [&] { return pair.notify(value); });
+            break;
+        case LaneOp::read:
+            pair.read(target_of(*remote, remote->read_address(offset, local.len)), bytes);
+            done = Op::read;
+            break;
+        case LaneOp::send:
+            lane_ring(peer, [&] { return pair.send(bytes); });
+            done = Op::send;
+            break;
+        }
+    } catch (const Error& e) {
+        if (e.peer_lost()) {
+            lose(peer, e.what());
+            throw;
+        }
+        if (out != nullptr || op == LaneOp::send || dynamic_cast<const TimeoutError*>(&e))
+            throw;
+        // The peer's own checks (its offer's key, bounds and access, the
+        // kernel's copy) fail the operation as a provider's target does: a
+        // failed completion, thrown by the next poll or wait.
+        lanes_->fail(Error(done == Op::read ? "read" : "write", e.code(), std::string(provider()),
+                           fmt::format("peer {} refused the access: {}", peer.index, e.what()),
+                           context));
+        return;
+    }
+    // Held as a posted operation's regions are, until the caller has its
+    // completion (one contract: tests/memory/lifetimes.cpp).
+    if (done == Op::read)
+        q_->keep_sink(local);
+    else
+        q_->keep_source(local);
+    const Completion c{.context = context, .op = done, .len = local.len};
+    if (out != nullptr)
+        *out = c;
+    else
+        q_->defer(c);
+}
+
+void Node::lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,
+                            const RemoteRegion& src, void* context)
+{
+    // Every range checked before any is read, as a provider's read_ranges does.
+    const std::size_t limit = read_ranges_limit(peer);
+    if (reads.empty() || reads.size() > limit)
+        throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
+                         fmt::format("{} ranges; one read on this endpoint takes 1 to {} (the "
+                                     "provider's rma_iov_limit and iov_limit): read the rest "
+                                     "in another call",
+                                     reads.size(), limit));
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+        if (reads[i].dst.len == 0)
+            throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
+                             fmt::format("range {} is empty: every range reads at least one byte",
+                                         i));
+        try {
+            (void)src.read_address(reads[i].offset, reads[i].dst.len);
+        } catch (const UsageError& e) {
+            throw UsageError("read_ranges", e.code(), std::string(provider()),
+                             fmt::format("range {}: {}; nothing was posted", i, e.what()));
+        }
+    }
+    std::size_t total = 0;
+    Completion each; // one completion for them all, below
+    for (const Endpoint::Read& r : reads) {
+        lane_post(peer, pair, LaneOp::read, r.dst, &src, r.offset, 0, nullptr, &each);
+        total += r.dst.len;
+    }
+    q_->defer(Completion{.context = context, .op = Op::read, .len = total});
+}
+
+bool Node::on_lane(PeerId peer)
+{
+    if (!lanes_)
+        return false;
+    const Use use(*this, "Node::on_lane");
+    return route(peer, "Node::on_lane").lane != nullptr;
+}
+
+void Node::send_note(PeerId peer, std::uint32_t value, Local payload, void* context)
+{
+    const Use use(*this, "Node::send_note");
+    Route& r = route(peer, "Node::send_note");
+    if (r.lane == nullptr) {
+        Route& f = fabric_route(peer, "Node::send_note");
+        f.ep->send_note(value, payload, context, Peer{f.addr});
+        return;
+    }
+    if (payload.len > 0)
+        check_local(payload, false);
+    lane::Pair& pair = *r.lane;
+    const auto bytes = std::span<const std::byte>(payload.addr, payload.len);
+    lane_ring(peer, [&] { return pair.note(value, bytes); });
+    q_->defer(Completion{.context = context, .op = Op::send, .len = payload.len});
+}
+
+bool Node::lane_now(PeerId peer, LaneOp op, Local local, const RemoteRegion& remote,
+                    std::uint64_t offset, std::uint32_t value, Completion& out)
+{
+    if (!lanes_)
+        return false;
+    const Use use(*this, "co_await", Use::Reap::no);
+    Route& r = route(peer, "co_await");
+    if (r.lane == nullptr)
+        return false;
+    lane_post(peer, *r.lane, op, local, &remote, offset, value, nullptr, &out);
+    return true;
+}
+
+PeerId Node::lane_peer(std::uint64_t instance)
+{
+    if (auto it = by_instance_.find(instance); it != by_instance_.end()) {
+        const PeerEntry& e = peers_[it->second];
+        return e.state == PeerEntry::State::removed ? PeerId{} : PeerId{it->second};
+    }
+    // A co-located Node that added this one first: a peer of the lane alone
+    // until it is added here too (add_peer finds it by its instance), or
+    // connects (MSG). A gate admits peers by their connection requests: the
+    // lane waits for one.
+    if (gate_)
+        return PeerId{};
+    const PeerId id = new_peer();
+    PeerEntry& e = peers_[id.index];
+    e.instance = instance;
+    by_instance_[instance] = id.index;
+    return id;
+}
+
+void Node::tend_lanes(bool now)
+{
+    if (!lanes_)
+        return;
+    for (auto& [peer, why] : lanes_->tend(now))
+        if (peer.index < peers_.size() && !is_lost(peer) &&
+            peers_[peer.index].state != PeerEntry::State::removed)
+            lose(peer, std::move(why));
+}
+
+std::string Node::path(PeerId peer) const
+{
+    if (!lanes_)
+        return fmt::format("{} (the same-host lane is off: Options::same_host)", provider());
+    return lanes_->path(peer);
+}
+
+} // namespace weft
