@@ -26,15 +26,20 @@ int main(int argc, char** argv)
                    "'tcp;ofi_rxm'), to pair two paths (-p, --rdm, --msg: the first path)");
     bool against_rdm = false;
     app.add_flag("--against-rdm", against_rdm, "the --against path uses RDM endpoints");
+    bool against_lane = false;
+    app.add_flag("--against-lane", against_lane,
+                 "the --against path takes the same-host lane (--lane: the first path)");
     CLI11_PARSE(app, argc, argv);
     try {
         if (!against.empty()) {
             weft::bench::Config other = cfg;
             other.provider = against;
             other.kind = against_rdm ? std::optional(weft::EndpointKind::rdm) : std::nullopt;
+            other.lane = against_lane;
             weft::bench::Factory a = weft::bench::weft_factory(), b = weft::bench::weft_factory();
-            a.label = cfg.provider.empty() ? "weft" : cfg.provider;
-            b.label = against;
+            a.label = (cfg.provider.empty() ? std::string("weft") : cfg.provider) +
+                      (cfg.lane ? "+lane" : "");
+            b.label = against + (against_lane ? "+lane" : "");
             return weft::bench::run_pair(cfg, a, other, b);
         }
         return weft::bench::run_pair(cfg, weft::bench::weft_factory(), cfg,

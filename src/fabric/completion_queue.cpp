@@ -42,14 +42,27 @@ CompletionQueue::CompletionQueue(Private, std::shared_ptr<Domain> domain,
 }
 
 std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> domain,
-                                                       std::size_t size, bool sleepable)
+                                                       std::size_t size, bool sleepable,
+                                                       bool naps)
 {
     fi_cq_attr attr{};
     attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA;
     attr.wait_obj = sleepable ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* raw = nullptr;
-    const int ret = fi_cq_open(domain->get(), &attr, &raw, nullptr);
+    int ret = fi_cq_open(domain->get(), &attr, &raw, nullptr);
+    if (ret != 0 && sleepable && naps) {
+        attr.wait_obj = FI_WAIT_NONE; // no descriptor: sleeps elsewhere are naps
+        ret = fi_cq_open(domain->get(), &attr, &raw, nullptr);
+        if (ret == 0) {
+            detail::check(ret, "fi_cq_open", domain->provider());
+            auto cq = std::make_shared<CompletionQueue>(Private{}, std::move(domain),
+                                                        detail::FidPtr<fid_cq>(raw), size);
+            cq->naps_ = true;
+            cq->sleep_cap_ = 10;
+            return cq;
+        }
+    }
     if (ret != 0 && sleepable)
         throw UsageError("fi_cq_open", ret, std::string(domain->provider()),
                          fmt::format("{} offers no file descriptor to sleep on (FI_WAIT_FD): "
@@ -69,6 +82,8 @@ std::shared_ptr<CompletionQueue> CompletionQueue::open(std::shared_ptr<Domain> d
 
 bool CompletionQueue::trywait() noexcept
 {
+    if (naps_)
+        return true; // nothing to arm: a nap is short, and the queue is read after it
     fid_t fids[] = {&fid_->fid};
     return fd_ >= 0 && fi_trywait(domain_->fabric()->get(), fids, 1) == 0;
 }

@@ -38,7 +38,10 @@ std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
                                                std::size_t endpoints, std::size_t slots)
 {
     const bool sleeping = options.waiting == Waiting::sleep;
-    auto cq = CompletionQueue::open(std::move(domain), cq_size, sleeping);
+    // With the same-host lane a sleeping Node sleeps on the lane's wake-ups;
+    // a provider without a descriptor (shm) is read between naps of 10 ms.
+    auto cq = CompletionQueue::open(std::move(domain), cq_size, sleeping,
+                                    options.same_host != SameHost::off);
     auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
     q->sleeping_ = sleeping;
     q->yielding_ = options.waiting == Waiting::yield;

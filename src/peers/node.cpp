@@ -412,8 +412,12 @@ bool Node::trywait()
     tend_lanes(true); // connections and hellos: the lane's listener is in the set
     if (!q_->trywait())
         return false;
-    fid_t fids[] = {&q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
-    return fi_trywait(fabric_->get(), fids, eq_ ? 2 : 1) == 0;
+    // A queue without a descriptor (shm under the lane) is read after each
+    // nap of at most 10 ms (sleep()): nothing of it to arm.
+    const bool naps = q_->queue()->naps();
+    fid_t fids[] = {naps ? nullptr : &q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
+    const std::size_t n = (naps ? 0 : 1) + (eq_ ? 1 : 0);
+    return n == 0 || fi_trywait(fabric_->get(), naps ? fids + 1 : fids, static_cast<int>(n)) == 0;
 }
 
 void Node::sleep(Deadline deadline)
@@ -423,7 +427,8 @@ void Node::sleep(Deadline deadline)
                          "this Node does not sleep (Options::waiting is not Waiting::sleep): "
                          "open it with Waiting::sleep to sleep");
     epoll_event ev{};
-    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, deadline.remaining_ms());
+    const int ms = deadline.remaining_ms();
+    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, q_->queue()->naps() ? std::min(ms, 10) : ms);
 }
 
 void Node::progress()

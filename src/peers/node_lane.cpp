@@ -53,6 +53,14 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
                      void* context, Completion* out)
 {
     check_local(local, op == LaneOp::read);
+    // A peer that ended is seen by its channel: looked at every 100 us, so
+    // that operations on a dead peer's memory fail soon after it died.
+    tend_lanes(false);
+    if (routes_[peer.index].lane != &pair) [[unlikely]]
+        throw Error("Node", -FI_ECONNRESET, std::string(provider()),
+                    fmt::format("peer {} is lost ({}): nothing was posted", peer.index,
+                                peers_[peer.index].why),
+                    nullptr, true);
     if (const Endpoint* ep = routes_[peer.index].ep; ep != nullptr && ep->closed()) [[unlikely]]
         throw UsageError("Node", -FI_EINVAL, std::string(provider()),
                          fmt::format("the endpoint to peer {} is closed (Endpoint::close): the "

@@ -38,6 +38,8 @@ void add_options(CLI::App& app, Config& cfg)
                           "fail instead of falling back to a non-RDMA provider");
     app.add_flag("--shm", cfg.options.allow_shm,
                  "allow shared memory (both ends on this host)");
+    app.add_flag_callback("--lane", [&] { cfg.options.same_host = SameHost::lane; },
+                          "the same-host lane between co-located ends (Options::same_host)");
     app.add_option("--domain", cfg.options.domain, "pin a domain / interface (lo, eth0, rxe0)");
     app.add_option("--bind", cfg.options.node, "local address the fabric binds to");
     app.add_option_function<std::string>(

@@ -24,9 +24,11 @@ namespace weft {
 class CompletionQueue {
 public:
     /// `size` 0 = provider default. `sleepable`: with a file descriptor to
-    /// sleep on (FI_WAIT_FD); UsageError naming the provider when it has none.
+    /// sleep on (FI_WAIT_FD); UsageError naming the provider when it has none,
+    /// unless `naps`: then without one, and its sleeps are naps of 10 ms (a
+    /// Node whose same-host lane wakes it: the queue is looked at between).
     static std::shared_ptr<CompletionQueue> open(std::shared_ptr<Domain> domain, std::size_t size,
-                                                 bool sleepable = false);
+                                                 bool sleepable = false, bool naps = false);
 
     /// Reads up to `n` entries; returns 0 when none is ready. An error entry throws
     /// weft::Error carrying the failed operation's context, the errno and the
@@ -103,6 +105,8 @@ public:
     /// Sleeps last at most `ms` (Quirks::wait_fd_misses_data).
     void cap_sleep(int ms) noexcept { sleep_cap_ = ms; }
     bool sleep_capped() const noexcept { return sleep_cap_ < (1 << 30); }
+    /// Opened sleepable without a descriptor (`naps`): sleep elsewhere, 10 ms at most.
+    bool naps() const noexcept { return naps_; }
     /// Makes fd() readable (fi_cq_signal): a progress thread that moved data
     /// into the queue wakes an owner asleep on the same wait object, whose
     /// signal the provider's progress resets (tcp in libfabric 1.17).
@@ -132,6 +136,7 @@ private:
     std::size_t size_;
     int fd_ = -1;
     int sleep_cap_ = 1 << 30;
+    bool naps_ = false;
     std::shared_ptr<const detail::ProgressLock> lock_;
     std::atomic<Clock::rep> locked_since_{0}; // the lock seen held since (0: free)
 };

@@ -44,6 +44,7 @@ struct Config {
     std::string provider;                ///< "" = automatic
     std::optional<EndpointKind> kind;
     bool allow_shm = false;
+    bool lane = false;                   ///< weft: the same-host lane (SameHost::lane)
     std::string node;                    ///< address to bind (both ends use it in the default mode)
     std::vector<std::size_t> sizes;      ///< empty = the pattern's default sweep
     std::uint64_t iterations = 0;        ///< per size, at most (0 = pattern default)

@@ -228,6 +228,8 @@ void add_options(CLI::App& app, Config& cfg)
     app.add_flag_callback("--rdm", [&] { cfg.kind = EndpointKind::rdm; }, "RDM endpoints");
     app.add_flag_callback("--msg", [&] { cfg.kind = EndpointKind::msg; }, "MSG endpoints");
     app.add_flag("--shm", cfg.allow_shm, "allow shared memory");
+    app.add_flag("--lane", cfg.lane,
+                 "weft: the same-host lane for co-located ends (Options::same_host)");
     app.add_option("--bind", cfg.node, "address both ends bind to (default 127.0.0.1)");
     tool::add_size_list_option(app, "-s,--sizes", cfg.sizes,
                                "sizes, e.g. 8,4k,64k,1m (default: 8 B .. 4 MiB)");

@@ -299,6 +299,7 @@ Options options_for(const Config& cfg)
     o.provider = cfg.provider;
     o.kind = cfg.kind;
     o.allow_shm = cfg.allow_shm;
+    o.same_host = cfg.lane ? SameHost::lane : SameHost::off;
     o.node = cfg.node;
     o.progress = Progress::polling; // both ends poll all the time
     if (cfg.progress_cpu) {
