@@ -304,6 +304,7 @@ private:
 
     std::shared_ptr<CompletionQueue> cq_;
     SideSource* side_ = nullptr; // a Node's same-host lane
+    std::uint32_t side_turn_ = 0; // drain(): the queue is read every 8th turn while idle
     std::vector<std::pair<PeerId, std::string>> broken_;
     Quirks quirks_;
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized
