@@ -282,6 +282,24 @@ void Completions::stash_some()
         yield_core();
 }
 
+void Completions::add_side(SideSource* side) noexcept
+{
+    // Its buffers go with it: no tag of it may be read again, nor a message
+    // of it handed out.
+    const auto its = [](const detail::Tag* t) {
+        return t != nullptr && t->owner == nullptr && t->kind == detail::Tag::Kind::side;
+    };
+    if (side == nullptr) {
+        std::erase_if(lent_, its);
+        for (std::size_t i = 0; i < deferred_.size();)
+            if (its(deferred_[i].lent))
+                deferred_.erase(i);
+            else
+                ++i;
+    }
+    side_ = side;
+}
+
 void Completions::repost_lent()
 {
     // Through a second vector, so that neither loses its capacity: a lent

@@ -263,6 +263,8 @@ void Pair::write(const Target& to, std::span<const std::byte> src)
 {
     const Mapped& m = region(to.key, "write");
     const std::uint64_t at = position(m, to, src.size(), true);
+    if (src.empty())
+        return; // checked, and nothing to copy (memcpy wants no null source)
     if (m.memory) [[likely]] {
         std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + at), src.data(), src.size());
         return;
@@ -285,6 +287,8 @@ void Pair::read(const Target& from, std::span<std::byte> dst)
 {
     const Mapped& m = region(from.key, "read");
     const std::uint64_t at = position(m, from, dst.size(), false);
+    if (dst.empty())
+        return;
     if (m.memory) [[likely]] {
         std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + at),
                     dst.size());
@@ -320,7 +324,8 @@ bool Pair::note(std::uint32_t value, std::span<const std::byte> payload)
                                      payload.size(), L::max_payload - 4));
     std::array<std::byte, L::max_payload> b{};
     std::memcpy(b.data(), &value, 4);
-    std::memcpy(b.data() + 4, payload.data(), payload.size());
+    if (!payload.empty())
+        std::memcpy(b.data() + 4, payload.data(), payload.size());
     return outbox_->push(static_cast<std::uint16_t>(RecordKind::note),
                          std::span(b).first(4 + payload.size()));
 }

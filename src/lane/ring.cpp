@@ -103,7 +103,8 @@ std::optional<RingRecord> RingReceiver::pop(std::span<std::byte> out)
                                 "kind of record holds",
                                 length, out.size()));
     std::size_t done = std::min<std::size_t>(length, L::first_payload);
-    std::memcpy(out.data(), first + 16, done);
+    if (done > 0)
+        std::memcpy(out.data(), first + 16, done);
     for (std::uint32_t k = 1; k < span; ++k) {
         const std::size_t n = std::min<std::size_t>(length - done, L::line);
         std::memcpy(out.data() + done, slot(segment_, slots_, head_ + k), n);
@@ -202,7 +203,9 @@ bool RingSender::push(std::uint16_t kind, std::span<const std::byte> payload)
     std::memcpy(first + 8, &kind, 2);
     std::memcpy(first + 10, &span16, 2);
     std::memcpy(first + 12, &length, 4);
-    std::memcpy(first + 16, payload.data(), std::min<std::size_t>(payload.size(), L::first_payload));
+    if (!payload.empty())
+        std::memcpy(first + 16, payload.data(),
+                    std::min<std::size_t>(payload.size(), L::first_payload));
     word64(first).store(tail_ + 1, std::memory_order_release);
     tail_ += span;
     std::atomic_thread_fence(std::memory_order_seq_cst);

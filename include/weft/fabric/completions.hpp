@@ -96,8 +96,9 @@ public:
         return deferred_.empty() && lent_.empty() && (side_ == nullptr || side_->quiet()) &&
                cq_->trywait();
     }
-    /// Completions from beside the queue, read with it from now on (one source).
-    void add_side(SideSource* side) noexcept { side_ = side; }
+    /// Completions from beside the queue, read with it from now on (one source);
+    /// nullptr: none any more (what it lent is forgotten, never given back).
+    void add_side(SideSource* side) noexcept;
 
     const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
     std::string_view provider() const noexcept { return cq_->domain()->provider(); }
