@@ -259,6 +259,24 @@ std::uint64_t Pair::position(const Mapped& m, const Target& t, std::size_t len, 
     return at;
 }
 
+void Pair::cross_copy(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len,
+                      bool write)
+{
+    iovec local{here, len};
+    iovec remote{reinterpret_cast<void*>(m.offer.address + at), len};
+    while (remote.iov_len > 0) { // the kernel may copy less than asked: go on from there
+        const ssize_t n = write ? ::process_vm_writev(peer_.pid, &local, 1, &remote, 1, 0)
+                                : ::process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0);
+        if (n <= 0)
+            copy_failed(write ? "process_vm_writev" : "process_vm_readv", m, at, len);
+        const auto moved = static_cast<std::size_t>(n);
+        local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
+        local.iov_len -= moved;
+        remote.iov_base = static_cast<std::byte*>(remote.iov_base) + moved;
+        remote.iov_len -= moved;
+    }
+}
+
 void Pair::write(const Target& to, std::span<const std::byte> src)
 {
     const Mapped& m = region(to.key, "write");
@@ -269,18 +287,7 @@ void Pair::write(const Target& to, std::span<const std::byte> src)
         std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + at), src.data(), src.size());
         return;
     }
-    iovec local{const_cast<std::byte*>(src.data()), src.size()};
-    iovec remote{reinterpret_cast<void*>(m.offer.address + at), src.size()};
-    while (remote.iov_len > 0) {
-        const ssize_t n = ::process_vm_writev(peer_.pid, &local, 1, &remote, 1, 0);
-        if (n <= 0)
-            copy_failed("process_vm_writev", m, at, src.size());
-        const auto moved = static_cast<std::size_t>(n);
-        local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
-        local.iov_len -= moved;
-        remote.iov_base = static_cast<std::byte*>(remote.iov_base) + moved;
-        remote.iov_len -= moved;
-    }
+    cross_copy(m, at, const_cast<std::byte*>(src.data()), src.size(), true);
 }
 
 void Pair::read(const Target& from, std::span<std::byte> dst)
@@ -294,18 +301,7 @@ void Pair::read(const Target& from, std::span<std::byte> dst)
                     dst.size());
         return;
     }
-    iovec local{dst.data(), dst.size()};
-    iovec remote{reinterpret_cast<void*>(m.offer.address + at), dst.size()};
-    while (remote.iov_len > 0) {
-        const ssize_t n = ::process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0);
-        if (n <= 0)
-            copy_failed("process_vm_readv", m, at, dst.size());
-        const auto moved = static_cast<std::size_t>(n);
-        local.iov_base = static_cast<std::byte*>(local.iov_base) + moved;
-        local.iov_len -= moved;
-        remote.iov_base = static_cast<std::byte*>(remote.iov_base) + moved;
-        remote.iov_len -= moved;
-    }
+    cross_copy(m, at, dst.data(), dst.size(), false);
 }
 
 bool Pair::notify(std::uint32_t value)

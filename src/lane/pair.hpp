@@ -156,6 +156,8 @@ private:
     }
     const Mapped& region_slow(std::uint64_t key, const char* op);
     void handle(UnixChannel::Message& m);
+    /// [at, +len) of `m` and `here`, by process_vm_writev (`write`) or _readv.
+    void cross_copy(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len, bool write);
     [[noreturn]] void copy_failed(const char* call, const Mapped& m, std::uint64_t offset,
                                   std::size_t len);
 
