@@ -17,6 +17,7 @@ Needs openmpi-bin and libopenmpi-dev (build/bench/weft-allreduce-mpi).
   bench/allreduce_vs_mpi.py                        # 3 rounds, 2 and 4 ranks, 1 KiB .. 64 MiB
   bench/allreduce_vs_mpi.py --rounds 5 --ranks 2 --providers shm --sizes 1M,4M
   bench/allreduce_vs_mpi.py --ranks 4 --providers shm --schedules ring,halving --mpi-ring
+  bench/allreduce_vs_mpi.py --providers shm+lane,shm   # weft on its same-host lane
 """
 import argparse
 import os
@@ -81,7 +82,9 @@ def main():
                 for sched in a.schedules.split(",") if a.schedules else [""]:
                     how = [f"--schedule={sched}"] if sched else []
                     tool = f"weft {p} {sched}".strip()
-                    for b, us in run(n, WEFT, sizes + extra + how, [f"WEFT_PROVIDER={p}"]).items():
+                    provider, _, lane = p.partition("+")  # shm+lane: weft's same-host lane
+                    env = [f"WEFT_PROVIDER={provider}"] + ([f"WEFT_SAME_HOST={lane}"] if lane else [])
+                    for b, us in run(n, WEFT, sizes + extra + how, env).items():
                         results.setdefault((tool, n, b), []).append(us)
         print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
     print(f"all-reduce of floats, medians of {a.rounds} interleaved rounds, {cores} cores; "

@@ -29,6 +29,7 @@ tcp provider among them, does more here.
 Needs redis-server and redis-tools (Debian), and a build (build/examples).
   bench/kv_vs_redis.py                       # 3 rounds, 64 B and 4 KiB, 1 and 8 clients, depth 1 and 16
   bench/kv_vs_redis.py --rounds 5 --providers tcp,shm --values 4096 --clients 8 --depths 16
+  bench/kv_vs_redis.py --providers shm+lane,shm   # the KV node on weft's same-host lane
 """
 import argparse
 import os
@@ -47,6 +48,16 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def weft_env(p):
+    """The environment of weft's server and clients on `p`: a provider, or one
+    with "+lane" (shm+lane: shm, and weft's same-host lane, WEFT_SAME_HOST)."""
+    provider, _, lane = p.partition("+")
+    env = dict(os.environ, WEFT_PROVIDER=provider)
+    if lane:
+        env["WEFT_SAME_HOST"] = lane
+    return env
 
 
 def wait_port(port, proc, what):
@@ -170,7 +181,7 @@ def main():
             servers = {}
             for p in providers:
                 port = free_port()
-                env = dict(os.environ, WEFT_PROVIDER=p)
+                env = weft_env(p)
                 s = subprocess.Popen([f"{ROOT}/build/examples/weft-kv-server", str(port),
                                       str(max(1 << 14, 4 * a.keys)), str(value)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -202,7 +213,7 @@ def main():
                                 if a.one_process and c > 1:
                                     results.setdefault((f"weft {p} 1p",) + k, []).append(
                                         weft_case(server, env, op, value, 1, d, a.ops, a.keys, c))
-                                if op == "get" and c == 1:
+                                if op == "get" and c == 1 and "+" not in p:
                                     results.setdefault((f"fi_read {p}",) + k, []).append(
                                         raw_case(p, value, d))
                             if op == "get" and "tcp" in providers:

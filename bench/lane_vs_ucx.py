@@ -5,8 +5,10 @@ posix transport, across two processes, interleaved round by round.
 
 Each round runs, in turn: weft-pair-bench (the lane against shm, its own
 blocks interleaved), then ucx_perftest (UCX_TLS=posix,cma; one server and one
-client process) for each size. Reports one-way latency in microseconds, the
-median of the rounds, and lane/UCX and lane/shm ratios.
+client process) for each size, then weft-floor-bench (two processes copying
+through shared memory with no library: the floor). Reports one-way latency in
+microseconds, the median of the rounds, and lane/UCX, lane/shm and lane/floor
+ratios.
 
   python3 bench/lane_vs_ucx.py --build build [--rounds 5] [--sizes 8,4096]
 Needs ucx-utils (./weft.sh bench installs it).
@@ -59,6 +61,14 @@ def weft_pair(build, pattern, sizes, blocks):
     return {row["bytes"]: (row["a"], row["b"]) for row in j["rows"]}
 
 
+def floor(build, sizes, iters):
+    tool = os.path.join(build, "bench", "weft-floor-bench")
+    out = subprocess.run([tool, "-s", ",".join(map(str, sizes)), "-n", str(iters)],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    j = json.loads(out.strip().splitlines()[-1])
+    return {(row["pattern"], row["bytes"]): row["usec"] for row in j["rows"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
@@ -72,7 +82,7 @@ def main():
                  "(./weft.sh bench installs it)")
     sizes = [int(s) for s in a.sizes.split(",")]
     cases = [("lat-write", "ucp_put_lat"), ("lat-read", "ucp_get")]
-    got = {(p, s): {"lane": [], "shm": [], "ucx": []} for p, _ in cases for s in sizes}
+    got = {(p, s): {"lane": [], "shm": [], "ucx": [], "floor": []} for p, _ in cases for s in sizes}
     for r in range(a.rounds):
         for pattern, test in cases:
             pair = weft_pair(a.build, pattern, sizes, a.blocks)
@@ -80,19 +90,23 @@ def main():
                 got[(pattern, s)]["lane"].append(pair[s][0])
                 got[(pattern, s)]["shm"].append(pair[s][1])
                 got[(pattern, s)]["ucx"].append(ucx(test, s, a.ucx_iters))
+        for key, usec in floor(a.build, sizes, a.ucx_iters).items():
+            got[key]["floor"].append(usec)
         print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
     print(f"# one-way latency, us: median of {a.rounds} rounds [min, max]; "
-          "lane and shm are weft's (weft-pair-bench, interleaved), UCX is posix,cma")
+          "lane and shm are weft's (weft-pair-bench, interleaved), UCX is posix,cma, "
+          "floor is two processes and memcpy (weft-floor-bench)")
     print(f"{'pattern':<10}{'bytes':>7}{'lane':>22}{'shm':>22}{'UCX posix':>22}"
-          f"{'lane/UCX':>10}{'lane/shm':>10}")
+          f"{'floor':>22}{'lane/UCX':>10}{'lane/shm':>10}{'lane/floor':>11}")
     for pattern, _ in cases:
         for s in sizes:
             g = got[(pattern, s)]
             def cell(v):
                 return f"{statistics.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
-            lane, shm, u = (statistics.median(g[k]) for k in ("lane", "shm", "ucx"))
+            lane, shm, u, f = (statistics.median(g[k]) for k in ("lane", "shm", "ucx", "floor"))
             print(f"{pattern:<10}{s:>7}{cell(g['lane']):>22}{cell(g['shm']):>22}"
-                  f"{cell(g['ucx']):>22}{lane / u:>10.2f}{lane / shm:>10.3f}")
+                  f"{cell(g['ucx']):>22}{cell(g['floor']):>22}{lane / u:>10.2f}"
+                  f"{lane / shm:>10.3f}{lane / f:>11.2f}")
 
 
 if __name__ == "__main__":

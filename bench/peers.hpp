@@ -22,6 +22,7 @@ struct Config {
     EndpointKind kind = EndpointKind::rdm;
     bool aggregate = false;
     bool polling = false; ///< weft: Progress::polling (no progress thread)
+    bool lane = false;    ///< weft: Options::same_host = lane (raw stays on the provider)
 };
 
 /// This process's resident memory, open descriptors and threads.

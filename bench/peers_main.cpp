@@ -44,6 +44,8 @@ Options options_for(const Config& c)
     o.allow_shm = true;
     if (c.polling)
         o.progress = Progress::polling;
+    if (c.lane)
+        o.same_host = SameHost::lane;
     return o;
 }
 
@@ -127,6 +129,8 @@ Result run_hub(const std::string& impl, const Config& c, int n)
             args.emplace_back("--aggregate");
         if (c.polling)
             args.emplace_back("--polling");
+        if (c.lane)
+            args.emplace_back("--lane");
         auto process = detail::Child::spawn({.argv = std::move(args), .fds = {{sv[1], 3}}});
         children.push_back({Channel(sv[0]), std::move(process), {}});
     }
@@ -151,6 +155,8 @@ std::vector<double> hub_numbers(const std::string& self, const char* impl, const
         args.emplace_back("--aggregate");
     if (c.polling)
         args.emplace_back("--polling");
+    if (c.lane)
+        args.emplace_back("--lane");
     auto hub = detail::Child::spawn({.argv = std::move(args), .capture = true});
     std::istringstream out(hub.read_rest(Deadline::after(600s)));
     std::vector<double> v(count);
@@ -170,10 +176,11 @@ double median(std::vector<double> v)
 int aggregate(const std::string& self, const Config& c, const std::string& kind,
               const std::vector<int>& counts, int repeats)
 {
-    std::printf("%s (%s): N clients into one server, 64 KiB writes and 8 B messages, 16 in "
+    std::printf("%s%s (%s): N clients into one server, 64 KiB writes and 8 B messages, 16 in "
                 "flight per client, then 64 B reads one at a time; medians of %d runs, weft (a "
                 "Node) and raw libfabric alternating\n",
-                c.provider.c_str(), kind.c_str(), repeats);
+                c.provider.c_str(), c.lane ? " (weft: the same-host lane)" : "", kind.c_str(),
+                repeats);
     std::printf("%8s %12s %12s %7s %14s %14s %7s %14s %14s %7s\n", "clients", "weft MB/s", "raw MB/s",
                 "ratio", "weft msg/s", "raw msg/s", "ratio", "weft reads/s", "raw reads/s", "ratio");
     for (const int n : counts) {
@@ -223,6 +230,9 @@ int main(int argc, char** argv)
     app.add_flag("--polling", c.polling,
                  "weft's Nodes without a progress thread (Progress::polling): every process "
                  "here polls its own");
+    app.add_flag("--lane", c.lane,
+                 "weft's Nodes on the same-host lane (Options::same_host); raw libfabric stays "
+                 "on the provider");
     CLI11_PARSE(app, argc, argv);
     c.kind = kind == "msg" ? weft::EndpointKind::msg : weft::EndpointKind::rdm;
     try {

@@ -60,7 +60,8 @@ void RawEnd::serve(const Plan& plan)
         for (std::uint64_t i = 1; i <= plan.iterations; ++i) {
             while (tail_stamp(mine_, size) != masked(i, size))
                 reap();
-            write(mine_, size, 0);
+            std::memcpy(size >= 8 ? src_ + size - 8 : src_, &i, std::min<std::size_t>(size, 8));
+            write(src_, size, 0); // from its own buffer, as WeftEnd::serve
         }
     } else if (plan.pattern == Pattern::lat_notify) {
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {

@@ -71,6 +71,12 @@ function(weft_library)
   endforeach()
   target_link_libraries(weft PRIVATE $<BUILD_INTERFACE:weft_flags>)
   target_link_libraries(weft INTERFACE $<BUILD_INTERFACE:weft_flags>)
+  # Calls from one of libweft's files into another bind inside the library,
+  # not through the PLT: the same-host lane's data path crosses layers (peers
+  # to lane) on every operation. Nobody interposes weft's functions.
+  if(BUILD_SHARED_LIBS)
+    target_link_options(weft PRIVATE -Wl,-Bsymbolic-functions)
+  endif()
 
   # What looks inside the library (the weft program, white-box tests, benches):
   # every layer's private headers by name ("traits.hpp"), no objects (those

@@ -215,10 +215,11 @@ std::size_t Completions::drain(std::span<Completion> out)
     m = pulled;
     std::size_t room = std::min(poll_batch, out.size() - m);
     // With nothing of this side's in flight through libfabric, its queue holds
-    // only what other peers send: read every 8th time, so that a wait for the
-    // lane spins on memory, not on the provider (shm's fi_cq_read is ~20 times
-    // a look at a ring).
-    if (side_ != nullptr && in_flight_ <= 0 && (++side_turn_ & 7) != 0)
+    // only what other peers send: read every 64th time (every 8th while it
+    // keeps bringing something), so that a wait for the lane spins on memory,
+    // not on the provider (shm's fi_cq_read costs ~20 looks at a ring).
+    if (side_ != nullptr && in_flight_ <= 0 &&
+        (++side_turn_ & (queue_busy_ ? 7u : 63u)) != 0)
         room = 0;
     if (room == 0) {
     } else if (sources_) {
@@ -236,6 +237,8 @@ std::size_t Completions::drain(std::span<Completion> out)
         m += translate_all(entries.data(), n, out.subspan(m));
     }
     read_any_ = n > 0 || absorptions_ != absorbed_before || pulled > 0;
+    if (room > 0)
+        queue_busy_ = n > 0;
     if (!follow_ups_.empty())
         run_follow_ups();
     // Nothing of a closed endpoint is left once a read finds the queue empty;

@@ -12,6 +12,7 @@
 #include "frame.hpp"
 #include "check.hpp"
 #include "getinfo.hpp"
+#include "weft/fabric/detail/ranges.hpp"
 #include "weft/fabric/endpoint.hpp"
 #include "waits.hpp"
 #include "weft/base/error.hpp"
@@ -214,34 +215,43 @@ void Endpoint::readv(std::span<const Local> dst, const RemoteRegion& src, std::u
     post_readmsg({iov.data(), desc.data(), dst.size(), peer.addr, &rma, 1, context, 0}, src, offset, peer);
 }
 
-void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
-                           Peer peer)
+std::size_t detail::check_ranges(std::span<const Endpoint::Read> reads, const RemoteRegion& src,
+                                 std::size_t limit, std::string_view provider)
 {
-    const std::size_t limit = read_ranges_limit();
     if (reads.empty() || reads.size() > limit)
-        throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
+        throw UsageError("read_ranges", -FI_EINVAL, std::string(provider),
                          fmt::format("{} ranges; one read on this endpoint takes 1 to {} (the "
                                      "provider's rma_iov_limit and iov_limit): read the rest "
                                      "in another call",
                                      reads.size(), limit));
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+        if (reads[i].dst.len == 0)
+            throw UsageError("read_ranges", -FI_EINVAL, std::string(provider),
+                             fmt::format("range {} is empty: every range reads at least one byte", i));
+        try {
+            (void)src.read_address(reads[i].offset, reads[i].dst.len);
+        } catch (const UsageError& e) {
+            throw UsageError("read_ranges", e.code(), std::string(provider),
+                             fmt::format("range {}: {}; nothing was posted", i, e.what()));
+        }
+        total += reads[i].dst.len;
+    }
+    return total;
+}
+
+void Endpoint::read_ranges(std::span<const Read> reads, const RemoteRegion& src, void* context,
+                           Peer peer)
+{
+    const std::size_t total = detail::check_ranges(reads, src, read_ranges_limit(), provider());
     std::array<iovec, max_iov> iov{};
     std::array<void*, max_iov> desc{};
     std::array<fi_rma_iov, max_iov> rma{};
-    std::size_t total = 0;
     for (std::size_t i = 0; i < reads.size(); ++i) {
         const Local& d = reads[i].dst;
-        if (d.len == 0)
-            throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
-                             fmt::format("range {} is empty: every range reads at least one byte", i));
         iov[i] = {d.addr, d.len};
         desc[i] = d.desc;
-        try {
-            rma[i] = {src.read_address(reads[i].offset, d.len), d.len, src.key()};
-        } catch (const UsageError& e) {
-            throw UsageError("read_ranges", e.code(), std::string(provider()),
-                             fmt::format("range {}: {}; nothing was posted", i, e.what()));
-        }
-        total += d.len;
+        rma[i] = {src.read_address(reads[i].offset, d.len), d.len, src.key()};
     }
     if (total - 1 >= max_transfer_)
         throw UsageError("read_ranges", -FI_EMSGSIZE, std::string(provider()),

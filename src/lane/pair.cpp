@@ -166,6 +166,7 @@ void Pair::handle(UnixChannel::Message& m)
     wire::Reader r(m.bytes, "lane control message", "lane");
     r.raw(std::min<std::size_t>(4, m.bytes.size()));
     if (tag == withdraw_tag) {
+        last_ = nullptr;
         regions_.erase(r.u64());
         return;
     }
@@ -199,6 +200,7 @@ void Pair::handle(UnixChannel::Message& m)
         // From here on the region's address is this side's mapping of it.
         o.address = reinterpret_cast<std::uintptr_t>(mapped.memory->data()) + in_segment;
     }
+    last_ = nullptr; // a key offered again maps anew
     regions_.insert_or_assign(o.key, std::move(mapped));
 }
 
@@ -246,17 +248,14 @@ void Pair::copy_failed(const char* call, const Mapped& m, std::uint64_t offset, 
                             std::strerror(e)));
 }
 
-std::uint64_t Pair::position(const Mapped& m, const Target& t, std::size_t len, bool write)
+void Pair::refuse_position(const Mapped& m, std::uint64_t key, std::uint64_t at, std::size_t len,
+                           bool write)
 {
-    const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
     const bool allowed = write ? m.offer.writable : m.offer.readable;
-    if (!allowed || (t.virtual_address && t.target < m.owner_address) || at > m.offer.length ||
-        len > m.offer.length - at) [[unlikely]]
-        refuse(t.key, fmt::format("a {} of [{}, +{}) {} {}{} B region", write ? "write" : "read",
-                                  at, len, write ? "to" : "from",
-                                  allowed ? "its " : write ? "its read-only " : "its unreadable ",
-                                  m.offer.length));
-    return at;
+    refuse(key, fmt::format("a {} of [{}, +{}) {} {}{} B region", write ? "write" : "read", at, len,
+                            write ? "to" : "from",
+                            allowed ? "its " : write ? "its read-only " : "its unreadable ",
+                            m.offer.length));
 }
 
 void Pair::cross_copy(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len,
@@ -302,113 +301,6 @@ void Pair::read(const Target& from, std::span<std::byte> dst)
         return;
     }
     cross_copy(m, at, dst.data(), dst.size(), false);
-}
-
-bool Pair::notify(std::uint32_t value)
-{
-    std::array<std::byte, 4> b{};
-    std::memcpy(b.data(), &value, 4);
-    return outbox_->push(static_cast<std::uint16_t>(RecordKind::notify), b);
-}
-
-bool Pair::note(std::uint32_t value, std::span<const std::byte> payload)
-{
-    using L = RingLayout;
-    if (payload.size() > L::max_payload - 4)
-        throw UsageError("lane", -EMSGSIZE, "",
-                         fmt::format("a note's {} B payload: the lane carries up to {} B", 
-                                     payload.size(), L::max_payload - 4));
-    std::array<std::byte, L::max_payload> b{};
-    std::memcpy(b.data(), &value, 4);
-    if (!payload.empty())
-        std::memcpy(b.data() + 4, payload.data(), payload.size());
-    return outbox_->push(static_cast<std::uint16_t>(RecordKind::note),
-                         std::span(b).first(4 + payload.size()));
-}
-
-bool Pair::send(std::span<const std::byte> message)
-{
-    using L = RingLayout;
-    if (message.size() <= L::max_payload)
-        return outbox_->push(static_cast<std::uint16_t>(RecordKind::message), message);
-    // In parts, all or nothing: the room for every part first.
-    const std::size_t first = L::max_payload - 4;
-    const std::size_t rest = message.size() - first;
-    const std::size_t whole_records = rest / L::max_payload;
-    const std::size_t tail = rest % L::max_payload;
-    const auto slots_for = [](std::size_t n) {
-        return n <= L::first_payload ? 1 : 1 + (n - L::first_payload + L::line - 1) / L::line;
-    };
-    const std::size_t needed = slots_for(L::max_payload) * (1 + whole_records) +
-                               (tail > 0 ? slots_for(tail) : 0);
-    if (needed > outbox_->slots())
-        throw UsageError("lane", -EMSGSIZE, "",
-                         fmt::format("a {} B message never fits the peer's ring of {} KiB: the "
-                                     "peer's Options::slot_size is smaller than this side's",
-                                     message.size(), outbox_->slots() * L::line / 1024));
-    if (outbox_->room() < needed)
-        return false;
-    std::array<std::byte, L::max_payload> head{};
-    const auto total = static_cast<std::uint32_t>(message.size());
-    std::memcpy(head.data(), &total, 4);
-    std::memcpy(head.data() + 4, message.data(), first);
-    (void)outbox_->push(static_cast<std::uint16_t>(RecordKind::message_first), head);
-    for (std::size_t at = first; at < message.size(); at += L::max_payload)
-        (void)outbox_->push(static_cast<std::uint16_t>(RecordKind::message_more),
-                            message.subspan(at, std::min(L::max_payload, message.size() - at)));
-    return true;
-}
-
-std::optional<RingRecord> Pair::receive(std::span<std::byte> out)
-{
-    using L = RingLayout;
-    std::array<std::byte, L::max_payload> part;
-    for (;;) {
-        const auto rec = inbox_.pop(part);
-        if (!rec)
-            return std::nullopt;
-        const auto kind = static_cast<RecordKind>(rec->kind);
-        const auto got = std::span<const std::byte>(part).first(rec->length);
-        const bool in_parts = partial_total_ > 0;
-        if (!in_parts && kind == RecordKind::notify && rec->length == 4) {
-            std::memcpy(out.data(), got.data(), 4);
-            return rec;
-        }
-        if (!in_parts && (kind == RecordKind::message ||
-                          (kind == RecordKind::note && rec->length >= 4))) {
-            if (rec->length > out.size())
-                throw Error("lane", -EMSGSIZE, "",
-                            fmt::format("pid {} sent a {} B message, over this side's {} B",
-                                        peer_.pid, rec->length, out.size()));
-            std::memcpy(out.data(), got.data(), got.size());
-            return rec;
-        }
-        if (!in_parts && kind == RecordKind::message_first && rec->length == L::max_payload) {
-            std::uint32_t total = 0;
-            std::memcpy(&total, got.data(), 4);
-            if (total <= L::max_payload || total > out.size())
-                throw Error("lane", -EMSGSIZE, "",
-                            fmt::format("pid {} began a {} B message in parts, for a {} B buffer",
-                                        peer_.pid, total, out.size()));
-            partial_total_ = total;
-            partial_.assign(got.begin() + 4, got.end());
-            continue;
-        }
-        if (in_parts && kind == RecordKind::message_more && rec->length > 0 &&
-            rec->length <= partial_total_ - partial_.size()) {
-            partial_.insert(partial_.end(), got.begin(), got.end());
-            if (partial_.size() < partial_total_)
-                continue;
-            std::memcpy(out.data(), partial_.data(), partial_.size()); // total <= out.size()
-            const RingRecord whole{static_cast<std::uint16_t>(RecordKind::message), partial_.size()};
-            partial_.clear();
-            partial_total_ = 0;
-            return whole;
-        }
-        throw Error("lane", -EPROTO, "",
-                    fmt::format("pid {} sent a record of kind {} ({} B) out of protocol",
-                                peer_.pid, rec->kind, rec->length));
-    }
 }
 
 } // namespace weft::lane

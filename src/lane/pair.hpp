@@ -126,6 +126,8 @@ public:
     /// nothing (whole) waits. Throws weft::Error when the peer broke the
     /// protocol, or a message is longer than `out`.
     std::optional<RingRecord> receive(std::span<std::byte> out);
+    /// Whether a record waits in the inbox (receive() may return something).
+    bool waiting() const noexcept { return inbox_.ready(); }
     bool arm() noexcept { return inbox_.arm(); }
     void disarm() noexcept { inbox_.disarm(); }
     /// Reads the control messages waiting on the channel (offers, withdrawals).
@@ -140,7 +142,17 @@ private:
         std::unique_ptr<Segment> memory; // none: process_vm_* at offer.address
     };
     /// The offset of [target, +len) in `m`, checked; UsageError otherwise.
-    std::uint64_t position(const Mapped& m, const Target& t, std::size_t len, bool write);
+    std::uint64_t position(const Mapped& m, const Target& t, std::size_t len, bool write)
+    {
+        const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
+        const bool allowed = write ? m.offer.writable : m.offer.readable;
+        if (!allowed || (t.virtual_address && t.target < m.owner_address) ||
+            at > m.offer.length || len > m.offer.length - at) [[unlikely]]
+            refuse_position(m, t.key, at, len, write);
+        return at;
+    }
+    [[noreturn]] void refuse_position(const Mapped& m, std::uint64_t key, std::uint64_t at,
+                                      std::size_t len, bool write);
     Pair(UnixChannel channel, RingReceiver inbox) noexcept
         : channel_(std::move(channel)), inbox_(std::move(inbox))
     {
@@ -148,9 +160,14 @@ private:
     const Mapped& region(std::uint64_t key, const char* op)
     {
         if (outbox_->generation() == seen_generation_) [[likely]] {
+            if (key == last_key_ && last_ != nullptr) [[likely]]
+                return *last_;
             const auto it = regions_.find(key);
-            if (it != regions_.end()) [[likely]]
+            if (it != regions_.end()) [[likely]] {
+                last_key_ = key;
+                last_ = &it->second;
                 return it->second;
+            }
         }
         return region_slow(key, op);
     }
@@ -173,6 +190,10 @@ private:
     std::vector<std::byte> partial_;    // a long message arriving in parts
     std::size_t partial_total_ = 0;
     std::unordered_map<std::uint64_t, Mapped> regions_;
+    // The region used last: most operations go to the one they went to before.
+    // Forgotten whenever regions_ changes (handle()).
+    std::uint64_t last_key_ = 0;
+    const Mapped* last_ = nullptr;
 };
 
 } // namespace weft::lane

@@ -77,11 +77,6 @@ RingReceiver RingReceiver::create(std::uint32_t slots)
     return r;
 }
 
-bool RingReceiver::ready() const noexcept
-{
-    return word64(slot(segment_, slots_, head_)).load(std::memory_order_acquire) == head_ + 1;
-}
-
 std::optional<RingRecord> RingReceiver::pop(std::span<std::byte> out)
 {
     std::byte* first = slot(segment_, slots_, head_);
@@ -136,11 +131,6 @@ void RingReceiver::disarm() noexcept
 void RingReceiver::bump_generation() noexcept
 {
     word64(generation_word(segment_)).store(++generation_, std::memory_order_release);
-}
-
-std::uint64_t RingSender::generation() const noexcept
-{
-    return word64(generation_word(segment_)).load(std::memory_order_acquire);
 }
 
 RingSender RingSender::attach(detail::Fd segment_fd, std::size_t size, detail::Fd wake)

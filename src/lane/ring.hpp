@@ -31,6 +31,7 @@
 // system call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -75,8 +76,15 @@ public:
     /// empty. Throws weft::Error when the sender wrote a malformed record
     /// (or one longer than `out`); the ring is unusable then.
     std::optional<RingRecord> pop(std::span<std::byte> out);
-    /// Whether a record waits (pop would return one).
-    bool ready() const noexcept;
+    /// Whether a record waits (pop would return one): one load, inline, as a
+    /// poll with nothing on the lane costs no call.
+    bool ready() const noexcept
+    {
+        std::byte* first =
+            segment_.data() + RingLayout::header + (head_ & (slots_ - 1)) * RingLayout::line;
+        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(first))
+                   .load(std::memory_order_acquire) == head_ + 1;
+    }
 
     /// Before sleeping on wake_fd(): false when a record came meanwhile (then
     /// pop it and do not sleep; the ring stays armed until disarm()).
@@ -109,8 +117,13 @@ public:
     /// Slots free now, as the receiver's head says.
     std::uint32_t room() const;
     std::uint32_t slots() const noexcept { return slots_; }
-    /// The receiver's generation (RingReceiver::bump_generation).
-    std::uint64_t generation() const noexcept;
+    /// The receiver's generation (RingReceiver::bump_generation), at byte 16:
+    /// read before every write or read of the peer's memory, so inline.
+    std::uint64_t generation() const noexcept
+    {
+        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segment_.data() + 16))
+            .load(std::memory_order_acquire);
+    }
 
 private:
     Segment segment_;

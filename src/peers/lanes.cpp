@@ -235,6 +235,14 @@ void Lanes::forget(PeerId peer) noexcept
     if (peer.index >= links_.size())
         return;
     Link& l = links_[peer.index];
+    // What the peer sent before it went is delivered, as a provider delivers
+    // what reached the queue: its inbox is read out before it closes.
+    try {
+        for (auto& p : l.pairs)
+            for (Completion c; p->waiting() && take(*p, peer, c);)
+                leftover_.push_back(c);
+    } catch (const std::exception&) { // no buffer for it: what is left goes with the pair
+    }
     for (auto& p : l.pairs)
         watch_fds(*p, false);
     l.pairs.clear();
@@ -296,94 +304,6 @@ void Lanes::revoking(MemoryRegion& region, bool destroying) noexcept
             // next access fails on the withdrawal all the same.
         }
     }
-}
-
-std::uint32_t Lanes::free_buffer()
-{
-    if (free_buffers_.empty()) {
-        const auto index = static_cast<std::uint32_t>(buffers_.size());
-        auto b = std::make_unique<Buffer>();
-        b->bytes.resize(std::max<std::size_t>(max_message_, 4));
-        b->tag = detail::Tag{nullptr, index, detail::Tag::Kind::side};
-        buffers_.push_back(std::move(b));
-        return index;
-    }
-    const std::uint32_t index = free_buffers_.back();
-    free_buffers_.pop_back();
-    return index;
-}
-
-void Lanes::release(std::uint32_t index) noexcept { free_buffers_.push_back(index); }
-
-std::size_t Lanes::pull(std::span<Completion> out)
-{
-    if (!failed_.empty()) {
-        Error e = failed_.front();
-        failed_.erase(failed_.begin());
-        throw e;
-    }
-    if (armed_) {
-        armed_ = false;
-        for (Link& l : links_)
-            for (auto& p : l.pairs)
-                p->disarm();
-    }
-    std::size_t n = 0;
-    const std::size_t count = links_.size();
-    for (std::size_t k = 0; k < count && n < out.size(); ++k) {
-        const std::size_t i = (next_ + k) % count;
-        for (auto& p : links_[i].pairs) { // an inbox works before the peer's hello came
-            while (n < out.size()) {
-                const std::uint32_t b = free_buffer();
-                Buffer& buf = *buffers_[b];
-                std::optional<lane::RingRecord> rec;
-                try {
-                    rec = p->receive(buf.bytes);
-                } catch (const Error& e) { // the peer broke the protocol: it is lost (tend)
-                    release(b);
-                    broken_.emplace_back(PeerId{static_cast<std::uint32_t>(i)},
-                                         fmt::format("its same-host lane broke: {}", e.what()));
-                    break;
-                }
-                if (!rec) {
-                    release(b);
-                    break;
-                }
-                Completion& c = out[n++];
-                c = Completion{};
-                c.peer = PeerId{static_cast<std::uint32_t>(i)};
-                if (rec->kind == static_cast<std::uint16_t>(lane::RecordKind::notify)) {
-                    c.op = Op::notify;
-                    std::memcpy(&c.data, buf.bytes.data(), 4);
-                    release(b);
-                } else if (rec->kind == static_cast<std::uint16_t>(lane::RecordKind::note)) {
-                    c.op = Op::notify; // with a payload, as a note through libfabric
-                    std::memcpy(&c.data, buf.bytes.data(), 4);
-                    c.message = std::span<const std::byte>(buf.bytes.data() + 4, rec->length - 4);
-                    c.lent = &buf.tag;
-                } else {
-                    c.op = Op::recv;
-                    c.len = rec->length;
-                    c.message = std::span<const std::byte>(buf.bytes.data(), rec->length);
-                    c.lent = &buf.tag;
-                }
-            }
-        }
-    }
-    if (count > 0)
-        next_ = (next_ + 1) % count;
-    return n;
-}
-
-bool Lanes::quiet() noexcept
-{
-    armed_ = true;
-    for (Link& l : links_)
-        for (auto& p : l.pairs)
-            if (!p->arm())
-                return false;
-    // Hellos and connections to take, control to read: the descriptors say so.
-    return failed_.empty();
 }
 
 } // namespace weft::detail

@@ -11,7 +11,9 @@
 // added gets a PeerId of its own (Node::peer_for).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +30,11 @@
 #include "weft/peers/node_address.hpp"
 
 namespace weft::detail {
+
+/// How long a Node's first use of a co-located peer waits for its lane hello.
+inline constexpr auto lane_patience = std::chrono::seconds(2);
+/// read_ranges() on the lane where the provider has no say (MSG, not connected).
+inline constexpr std::size_t lane_read_ranges_limit = 64;
 
 class Lanes final : public RegionWatcher, public SideSource {
 public:
@@ -64,6 +71,10 @@ public:
     /// every 100 us unless `now`). Returns the peers whose channel closed or
     /// who broke the lane's protocol, with why (the Node loses them).
     std::vector<std::pair<PeerId, std::string>> tend(bool now = false);
+    /// Whether an operation should tend() first: every 32nd, or when pull()
+    /// found a broken peer. A count, not a clock read per operation; waits
+    /// tend by the clock (Node::idle).
+    bool due() noexcept { return (++operations_ & 31) == 0 || !broken_.empty(); }
     /// The peer was removed or lost: its pairs close.
     void forget(PeerId peer) noexcept;
     /// An operation the peer's side refused (its key, bounds, access): its
@@ -98,6 +109,9 @@ private:
     bool adopt(std::unique_ptr<lane::Pair>& pair);
     void watch_fds(const lane::Pair& pair, bool add) noexcept;
     std::uint32_t free_buffer();
+    /// The next record of `p`'s inbox as `peer`'s completion in `c`; false when
+    /// none is whole, or the peer broke the protocol (then in broken_).
+    bool take(lane::Pair& p, PeerId peer, Completion& c);
 
     std::uint64_t instance_;
     SameHost mode_;
@@ -117,7 +131,9 @@ private:
     bool armed_ = false;
     std::vector<std::pair<PeerId, std::string>> broken_; // pull() found a peer out of protocol
     std::vector<Error> failed_;                          // fail(): thrown by pull(), oldest first
+    std::deque<Completion> leftover_;                    // forget(): a lost peer's last records
     Clock::time_point next_tend_{};
+    std::uint32_t operations_ = 0; // due()
 };
 
 } // namespace weft::detail

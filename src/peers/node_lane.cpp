@@ -10,6 +10,7 @@
 
 #include "lanes.hpp"
 #include "weft/base/error.hpp"
+#include "weft/fabric/detail/ranges.hpp"
 #include "weft/peers/node.hpp"
 
 namespace weft {
@@ -53,9 +54,11 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
                      void* context, Completion* out)
 {
     check_local(local, op == LaneOp::read);
-    // A peer that ended is seen by its channel: looked at every 100 us, so
-    // that operations on a dead peer's memory fail soon after it died.
-    tend_lanes(false);
+    // A peer that ended is seen by its channel: looked at every 32nd
+    // operation (at most every 100 us), so that operations on a dead peer's
+    // memory fail soon after it died.
+    if (lanes_->due()) [[unlikely]]
+        tend_lanes(false);
     if (routes_[peer.index].lane != &pair) [[unlikely]]
         throw Error("Node", -FI_ECONNRESET, std::string(provider()),
                     fmt::format("peer {} is lost ({}): nothing was posted", peer.index,
@@ -139,31 +142,11 @@ void Node::lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpo
                             const RemoteRegion& src, void* context)
 {
     // Every range checked before any is read, as a provider's read_ranges does.
-    const std::size_t limit = read_ranges_limit(peer);
-    if (reads.empty() || reads.size() > limit)
-        throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
-                         fmt::format("{} ranges; one read on this endpoint takes 1 to {} (the "
-                                     "provider's rma_iov_limit and iov_limit): read the rest "
-                                     "in another call",
-                                     reads.size(), limit));
-    for (std::size_t i = 0; i < reads.size(); ++i) {
-        if (reads[i].dst.len == 0)
-            throw UsageError("read_ranges", -FI_EINVAL, std::string(provider()),
-                             fmt::format("range {} is empty: every range reads at least one byte",
-                                         i));
-        try {
-            (void)src.read_address(reads[i].offset, reads[i].dst.len);
-        } catch (const UsageError& e) {
-            throw UsageError("read_ranges", e.code(), std::string(provider()),
-                             fmt::format("range {}: {}; nothing was posted", i, e.what()));
-        }
-    }
-    std::size_t total = 0;
+    const std::size_t total =
+        detail::check_ranges(reads, src, read_ranges_limit(peer), provider());
     Completion each; // one completion for them all, below
-    for (const Endpoint::Read& r : reads) {
+    for (const Endpoint::Read& r : reads)
         lane_post(peer, pair, LaneOp::read, r.dst, &src, r.offset, 0, nullptr, &each);
-        total += r.dst.len;
-    }
     q_->defer(Completion{.context = context, .op = Op::read, .len = total});
 }
 

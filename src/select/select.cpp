@@ -55,9 +55,27 @@ const fi_info* entry_to_use(const Options& o, const fi_info* list, std::string& 
     return list;
 }
 
-Selection finish(const Options& o, InfoPtr list, std::string reason, std::vector<Rejection> rejected,
-                 bool fell_back)
+/// Options::same_host, or WEFT_SAME_HOST (off, lane, enforced) where it is off.
+SameHost same_host_of(const Options& o)
 {
+    const std::string v = env("WEFT_SAME_HOST");
+    if (o.same_host != SameHost::off || v.empty() || v == "off")
+        return o.same_host;
+    if (v == "lane")
+        return SameHost::lane;
+    if (v == "enforced")
+        return SameHost::enforced;
+    throw UsageError("select", -FI_EINVAL, "",
+                     fmt::format("WEFT_SAME_HOST={}: it takes off, lane or enforced "
+                                 "(Options::same_host)",
+                                 v));
+}
+
+Selection finish(const Options& options, InfoPtr list, std::string reason,
+                 std::vector<Rejection> rejected, bool fell_back)
+{
+    Options o = options;
+    o.same_host = same_host_of(options);
     const std::string_view prov = list->fabric_attr->prov_name;
     if (o.force_mr_mode && providers::is_layered(prov))
         throw UsageError("select", -FI_EINVAL, std::string(prov),
@@ -149,25 +167,28 @@ std::string Selection::report() const
     out += fmt::format("weft:   progress: {}, threading {}\n", progress,
                        i->domain_attr->threading == FI_THREAD_SAFE ? "FI_THREAD_SAFE"
                                                                    : "FI_THREAD_DOMAIN");
+    const std::string env_note = !env("WEFT_SAME_HOST").empty() && options_.same_host != SameHost::off
+                                     ? fmt::format(" (WEFT_SAME_HOST={})", env("WEFT_SAME_HOST"))
+                                     : std::string{};
     switch (options_.same_host) {
     case SameHost::off:
-        out += fmt::format("weft:   same host: {} like any peer (SameHost::lane takes weft's "
-                           "same-host lane)\n",
+        out += fmt::format("weft:   same host: {} like any peer (SameHost::lane or "
+                           "WEFT_SAME_HOST=lane takes weft's same-host lane)\n",
                            provider());
         break;
     case SameHost::lane:
-        out += fmt::format("weft:   same host: weft's lane for peers whose address proves them "
+        out += fmt::format("weft:   same host: weft's lane{} for peers whose address proves them "
                            "co-located (memcpy through sealed shared memory for memory weft "
                            "allocated, process_vm_* for other registered memory); {} for the "
                            "rest, each peer's path and why in Node::path(peer)\n",
-                           provider());
+                           env_note, provider());
         break;
     case SameHost::enforced:
-        out += fmt::format("weft:   same host: weft's lane, enforced access only (sealed shared "
+        out += fmt::format("weft:   same host: weft's lane{}, enforced access only (sealed shared "
                            "memory weft allocated; process_vm_* excluded, this process "
                            "non-dumpable); {} for the rest, each peer's path in "
                            "Node::path(peer)\n",
-                           provider());
+                           env_note, provider());
         break;
     }
     return out;

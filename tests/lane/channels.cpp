@@ -2,7 +2,6 @@
 // The lane's channel (src/lane/unix_channel.hpp): whole messages with
 // descriptors, the peer named as the kernel saw it connect, and a peer's end
 // seen at once whether it closed or was killed.
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "child.hpp"
+#include "support/open_fds.hpp"
 #include "support/thrown.hpp"
 #include "unix_channel.hpp"
 
@@ -25,16 +25,6 @@ using weft::lane::UnixChannel;
 using weft::lane::UnixListener;
 
 namespace {
-
-int open_fds()
-{
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    while (::readdir(d) != nullptr)
-        ++n;
-    ::closedir(d);
-    return n;
-}
 
 std::span<const std::byte> bytes(std::string_view s) { return std::as_bytes(std::span(s)); }
 
@@ -118,7 +108,7 @@ TEST_CASE("lane channel: oversized messages and surplus descriptors are refused,
     UnixChannel a = UnixChannel::connect(listener.name(), Deadline::after(10s));
     auto b = listener.accept(Deadline::after(10s));
     REQUIRE(b);
-    const int before = open_fds();
+    const int before = weft::test::open_fds();
     weft::detail::Fd f1(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     weft::detail::Fd f2(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     const int two[] = {f1.get(), f2.get()};
@@ -131,7 +121,7 @@ TEST_CASE("lane channel: oversized messages and surplus descriptors are refused,
                Catch::Contains("larger than expected"));
     f1.reset();
     f2.reset();
-    CHECK(open_fds() == before); // the two that arrived were closed with the refusal
+    CHECK(weft::test::open_fds() == before); // the two that arrived were closed with the refusal
     CHECK_FALSE(b->receive(100, 0, Deadline::after(50ms))); // nothing more: none by the deadline
     CHECK_THAT(thrown<weft::UsageError>([&] { a.send({}, {}, Deadline::after(1s)); }),
                Catch::Contains("a lane message of 0 B"));

@@ -2,7 +2,6 @@
 // Nodes on the same-host lane (Options::same_host): chosen and said so,
 // access enforced by the peer's offer and the kernel's seals, revocation,
 // a peer process killed on either side, and sleeping.
-#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 
 #include "support/cases.hpp"
 #include "support/hex.hpp"
+#include "support/open_fds.hpp"
 #include "support/peer_process.hpp"
 #include "support/thrown.hpp"
 
@@ -27,16 +27,6 @@ using weft::test::unhex;
 namespace {
 
 const test::Case shm_lane{"shm", EndpointKind::rdm, SameHost::lane};
-
-int open_fds()
-{
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    while (::readdir(d) != nullptr)
-        ++n;
-    ::closedir(d);
-    return n;
-}
 
 struct Two {
     std::shared_ptr<Node> a, b;
@@ -206,7 +196,7 @@ TEST_CASE("lane node: a reader killed while it holds the mapping is lost, and no
     WEFT_REQUIRE_CELL(shm_lane);
     auto hub = Node::open(test::options_for(shm_lane));
     auto region = hub->allocate(1 << 20, Access::remote_read);
-    const int before = open_fds();
+    const int before = weft::test::open_fds();
     test::PeerProcess reader(WEFT_TEST_LANE_PEER, {"shm", "rdm", hex(hub->address().encode()),
                                                    "read", hex(region->remote().encode())});
     std::istringstream line(reader.first_line());
@@ -223,7 +213,7 @@ TEST_CASE("lane node: a reader killed while it holds the mapping is lost, and no
         (void)hub->poll_one();
     CHECK(hub->is_lost(peer));
     CHECK(Clock::now() - killed < 2s);
-    CHECK(open_fds() == before);
+    CHECK(weft::test::open_fds() == before);
 }
 
 TEST_CASE("lane node: a sleeping Node uses no CPU while idle and wakes for a notification",

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // weft-test-blocks: the two ends of a block stream, for the dead-writer test
 // (tests/faults/dead_writer.cpp), as processes of their own.
-//   weft-test-blocks read PROVIDER msg|rdm ADDRESS WAIT_MS
+//   (KIND is msg or rdm; msg+lane or rdm+lane: Options::same_host = lane.)
+//   weft-test-blocks read PROVIDER KIND ADDRESS WAIT_MS
 //     a reader: prints "PORT n", accepts one writer, exposes 1 MiB for its
 //     writes and waits for its notifications, each wait WAIT_MS at most. When
 //     a wait fails it prints "END lost=0|1 blocks=N: what" and exits 0.
-//   weft-test-blocks write PROVIDER msg|rdm ADDRESS HOST:PORT...
+//   weft-test-blocks write PROVIDER KIND ADDRESS HOST:PORT...
 //     a writer: connects to every reader, prints "WRITING", and writes to
 //     each reader in turn, until killed, a batch of 64 KiB blocks and then a
 //     notification (as a KV cache's blocks go): plain writes are the ones shm
@@ -89,14 +90,17 @@ int main(int argc, char** argv)
     const bool read = argc == 6 && std::strcmp(argv[1], "read") == 0;
     const bool write = argc >= 6 && std::strcmp(argv[1], "write") == 0;
     if (!read && !write) {
-        std::fprintf(stderr, "usage: weft-test-blocks read PROVIDER msg|rdm ADDRESS WAIT_MS\n"
-                             "       weft-test-blocks write PROVIDER msg|rdm ADDRESS HOST:PORT...\n");
+        std::fprintf(stderr, "usage: weft-test-blocks read PROVIDER KIND ADDRESS WAIT_MS\n"
+                             "       weft-test-blocks write PROVIDER KIND ADDRESS HOST:PORT...\n"
+                             "KIND: msg, rdm, msg+lane or rdm+lane\n");
         return 2;
     }
     try {
         Options o;
         o.provider = argv[2];
-        o.kind = std::strcmp(argv[3], "rdm") == 0 ? EndpointKind::rdm : EndpointKind::msg;
+        o.kind = std::strncmp(argv[3], "rdm", 3) == 0 ? EndpointKind::rdm : EndpointKind::msg;
+        if (std::strstr(argv[3], "+lane") != nullptr)
+            o.same_host = SameHost::lane;
         o.allow_shm = o.provider == "shm";
         o.node = argv[4];
         if (read)

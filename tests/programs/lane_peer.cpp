@@ -5,6 +5,12 @@
 //                     prints "READY <node address> <region>" (hex), serves until killed;
 //   read REGION_HEX   prints "READY <node address> -", reads the hub's region in
 //                     a loop until killed;
+//   check N REGION_HEX TALLY_HEX INDEX
+//                     prints "READY <node address> -", reads 64 B of the hub's
+//                     region N times (offsets in turn), checks every byte against
+//                     pattern(), and every 1000 reads writes its count to slot
+//                     INDEX of the hub's tally and notifies it (value: the count);
+//                     prints "DONE <reads> <wrong bytes>" and exits;
 //   enforced          SameHost::enforced: two Nodes of its own, one reading the
 //                     other's allocate()d and register_memory() regions; prints
 //                     "ENFORCED <allocated: ok|refused> <registered: ok|refused> <path>".
@@ -16,6 +22,7 @@
 
 #include "support/die_with_parent.hpp"
 #include "support/hex.hpp"
+#include "support/lane_pattern.hpp"
 #include "weft/weft.hpp"
 
 using namespace weft;
@@ -61,6 +68,35 @@ int enforced(const Options& o)
     return 0;
 }
 
+int check(Node& node, PeerId hub, std::uint64_t n, const RemoteRegion& theirs,
+          const RemoteRegion& tally, std::uint64_t index)
+{
+    auto sink = node.allocate(64, Access::local);
+    auto count = node.allocate(8, Access::local);
+    std::printf("READY %s -\n", hex(node.address().encode()).c_str());
+    std::fflush(stdout);
+    const std::uint64_t lines = theirs.length() / 64;
+    std::uint64_t wrong = 0;
+    int ctx = 0;
+    for (std::uint64_t i = 1; i <= n; ++i) {
+        const std::uint64_t offset = (i % lines) * 64;
+        node.read(hub, sink->slice(0, 64), theirs, offset, &ctx);
+        (void)node.wait(&ctx, Deadline::after(std::chrono::seconds(10)));
+        for (std::size_t j = 0; j < 64; ++j)
+            wrong += sink->data()[j] != weft::test::lane_pattern(offset + j);
+        if (i % 1000 == 0 || i == n) {
+            std::memcpy(count->data(), &i, 8);
+            node.write_notify(hub, count->slice(0, 8), tally, index * 8,
+                              static_cast<std::uint32_t>(i), &ctx);
+            (void)node.wait(&ctx, Deadline::after(std::chrono::seconds(10)));
+        }
+    }
+    std::printf("DONE %llu %llu\n", static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(wrong));
+    std::fflush(stdout);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -85,6 +121,9 @@ int main(int argc, char** argv)
             for (;;)
                 (void)node->dispatch();
         }
+        if (mode == "check" && argc == 9)
+            return check(*node, hub, std::stoull(argv[5]), RemoteRegion::decode(unhex(argv[6])),
+                         RemoteRegion::decode(unhex(argv[7])), std::stoull(argv[8]));
         if (mode == "read" && argc == 6) {
             const RemoteRegion theirs = RemoteRegion::decode(unhex(argv[5]));
             auto sink = node->allocate(theirs.length(), Access::local);

@@ -305,7 +305,8 @@ private:
 
     std::shared_ptr<CompletionQueue> cq_;
     SideSource* side_ = nullptr; // a Node's same-host lane
-    std::uint32_t side_turn_ = 0; // drain(): the queue is read every 8th turn while idle
+    std::uint32_t side_turn_ = 0; // drain(): the queue is read every 64th turn while idle
+    bool queue_busy_ = false;     // its last read brought something: every 8th
     std::vector<std::pair<PeerId, std::string>> broken_;
     Quirks quirks_;
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized

@@ -49,9 +49,7 @@
 
 namespace weft {
 
-namespace lane {
-class Pair;
-} // namespace lane
+namespace lane { class Pair; } // the same-host lane's, src/lane
 
 namespace detail {
 class Lanes;
@@ -288,9 +286,8 @@ private:
         fi_addr_t addr = FI_ADDR_UNSPEC;
         lane::Pair* lane = nullptr; // the same-host lane carries this side's operations
     };
-    /// The same-host lane's side of the data path (src/peers/node_lane.cpp):
-    /// the copy, then its completion as an inject's (deferred), unless `out`
-    /// takes it (an awaiter's).
+    /// The lane's data path (node_lane.cpp): the copy, then its completion
+    /// deferred as an inject's, unless `out` takes it (an awaiter's).
     void lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local, const RemoteRegion* remote,
                    std::uint64_t offset, std::uint32_t value, void* context, Completion* out = nullptr);
     void lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,
@@ -300,10 +297,6 @@ private:
     /// handshake_timeout and throwing peer_lost once the peer is gone.
     void lane_ring(PeerId peer, const std::function<bool()>& push);
     void tend_lanes(bool now);
-    /// How long a first use waits for a co-located peer's lane hello.
-    static constexpr auto lane_patience = std::chrono::seconds(2);
-    /// read_ranges() on the lane where the provider has no say (MSG, not connected).
-    static constexpr std::size_t lane_read_ranges_limit = 64;
     /// route(), connected through libfabric (a lane route may not be yet).
     Route& fabric_route(PeerId peer, const char* call);
     void join_rdm(PeerId id, const NodeAddress& address);

@@ -98,7 +98,10 @@ public:
             for (std::uint64_t i = 1; i <= plan.iterations; ++i) {
                 while (tail_stamp(mine_->data(), size) != masked(i, size))
                     drain();
-                c_.write(mine_->slice(0, size), peer_, 0, &ctx_);
+                // From a buffer of its own, as ucx_perftest's put pingpong:
+                // a copy's cost, not the cost of reading what just came.
+                put_stamp(src_->data(), size, i);
+                c_.write(src_->slice(0, size), peer_, 0, &ctx_);
             }
             break;
         case Pattern::lat_notify: {
