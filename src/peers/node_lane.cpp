@@ -53,7 +53,13 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
                      const RemoteRegion* remote, std::uint64_t offset, std::uint32_t value,
                      void* context, Completion* out)
 {
-    check_local(local, op == LaneOp::read);
+    // Checked (revoked, another Node's, read-only as a sink) and held as a
+    // posted operation's regions are, until the caller has its completion
+    // (one contract: tests/memory/lifetimes.cpp), as the Endpoint's posts do.
+    if (op == LaneOp::read)
+        q_->keep_sink(local);
+    else
+        q_->keep_source(local);
     // A peer that ended is seen by its channel: looked at every 32nd
     // operation (at most every 100 us), so that operations on a dead peer's
     // memory fail soon after it died.
@@ -83,10 +89,11 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
         }
     }
     // Checked here as on libfabric's path: the caller's RemoteRegion and size.
+    std::uint64_t address = 0;
     if (op == LaneOp::write || op == LaneOp::write_notify)
-        (void)remote->write_address(offset, local.len);
+        address = remote->write_address(offset, local.len);
     else if (op == LaneOp::read)
-        (void)remote->read_address(offset, local.len);
+        address = remote->read_address(offset, local.len);
     else if (local.len > selection_->options().slot_size)
         throw UsageError("send", -FI_EMSGSIZE, std::string(provider()),
                          fmt::format("a {} B message exceeds the receive slot size of {} B "
@@ -97,12 +104,12 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
         switch (op) {
         case LaneOp::write:
         case LaneOp::write_notify:
-            pair.write(target_of(*remote, remote->write_address(offset, local.len)), bytes);
+            pair.write(target_of(*remote, address), bytes);
             if (op == LaneOp::write_notify)
                 lane_ring(peer, [&] { return pair.notify(value); });
             break;
         case LaneOp::read:
-            pair.read(target_of(*remote, remote->read_address(offset, local.len)), bytes);
+            pair.read(target_of(*remote, address), bytes);
             done = Op::read;
             break;
         case LaneOp::send:
@@ -125,12 +132,6 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
                            context));
         return;
     }
-    // Held as a posted operation's regions are, until the caller has its
-    // completion (one contract: tests/memory/lifetimes.cpp).
-    if (done == Op::read)
-        q_->keep_sink(local);
-    else
-        q_->keep_source(local);
     const Completion c{.context = context, .op = done, .len = local.len};
     if (out != nullptr)
         *out = c;
