@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "weft/fabric/memory_region.hpp"
 #include "segment.hpp"
+#include "shared_allocations.hpp"
 #include "check.hpp"
 
 #include <fcntl.h>
@@ -178,8 +179,13 @@ std::shared_ptr<MemoryRegion> MemoryRegion::register_memory(std::shared_ptr<Doma
                                      "with Access::remote_read or Access::local, or register "
                                      "writable memory",
                                      static_cast<const void*>(memory.data()), memory.size()));
+    std::shared_ptr<lane::Segment> borrowed;
+    if (domain->shares_allocations() && access != Access::local)
+        borrowed = detail::shared_allocation_holding(memory, access);
     auto mr = std::make_shared<MemoryRegion>(Private{}, std::move(domain), memory, access, nullptr);
     mr->read_only_ = !*can_write;
+    mr->segment_ = std::move(borrowed);
+    mr->segment_borrowed_ = mr->segment_ != nullptr;
     mr->register_with(bind_to);
     return mr;
 }
@@ -225,6 +231,7 @@ std::shared_ptr<MemoryRegion> MemoryRegion::allocate(std::shared_ptr<Domain> dom
                                                     : lane::PeerAccess::read_write);
         p = segment->data();
         owned = std::shared_ptr<std::byte[]>(segment->data(), [segment](std::byte*) {});
+        detail::remember_shared_allocation(segment);
     } else {
         owned = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p),
                                              [](std::byte* q) { std::free(q); });

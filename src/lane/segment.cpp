@@ -128,6 +128,7 @@ void Segment::seal(PeerAccess peers)
     if (::fcntl(fd_.get(), F_ADD_SEALS, seals) != 0)
         fail_errno("fcntl(F_ADD_SEALS)", fmt::format("lane segment {}", name_));
     sealed_ = true;
+    peers_ = peers;
 }
 
 void Segment::detach_peers()

@@ -59,6 +59,8 @@ public:
     int fd() const noexcept { return fd_.get(); }
     bool owner() const noexcept { return owner_; }
     bool sealed() const noexcept { return sealed_; }
+    /// What seal() let peers do (read until sealed).
+    PeerAccess peers() const noexcept { return peers_; }
 
 private:
     detail::Fd fd_;
@@ -67,6 +69,7 @@ private:
     std::string name_;
     bool owner_ = false;
     bool sealed_ = false;
+    PeerAccess peers_ = PeerAccess::read;
 };
 
 } // namespace weft::lane

@@ -295,8 +295,10 @@ void Lanes::revoking(MemoryRegion& region, bool destroying) noexcept
     for (Link& l : links_)
         for (auto& p : l.pairs)
             withdraw(*p);
-    // A region that stays (revoke()) is cut off from every mapping of it.
-    if (!destroying && region.segment() != nullptr) {
+    // A region that stays (revoke()) is cut off from every mapping of it. A
+    // borrowed memfd (another allocation's, registered here) is withdrawn
+    // only: moving its bytes would cut off the other registrations' peers too.
+    if (!destroying && region.segment() != nullptr && !region.segment_borrowed()) {
         try {
             region.segment()->detach_peers();
         } catch (const Error&) {

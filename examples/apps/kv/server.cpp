@@ -22,7 +22,11 @@ namespace {
 
 struct Table {
     kv::Geometry g;
-    std::vector<std::byte> bytes = std::vector<std::byte>(g.slots * g.slot_size());
+    // Allocated by weft on the first client's Node and registered on the others: with the
+    // same-host lane on (WEFT_SAME_HOST=lane), one sealed memfd that every co-located client
+    // maps read-only, so a GET is a memcpy.
+    std::shared_ptr<weft::MemoryRegion> memory;
+    std::span<std::byte> bytes;
 
     kv::Slot slot(std::uint64_t i) { return {bytes.data() + i % g.slots * g.slot_size(), g}; }
 
@@ -142,7 +146,14 @@ try {
         if (c) try {
             PerNode& on = nodes[&c->node()];
             if (!on.node) {
-                on = {c->node_ptr(), c->node().register_memory(t.bytes, weft::Access::remote_read)};
+                const std::size_t size = t.g.slots * t.g.slot_size();
+                if (!t.memory) {
+                    t.memory = c->node().allocate(size, weft::Access::remote_read);
+                    t.bytes = std::span(t.memory->data(), size);
+                }
+                on = {c->node_ptr(), &t.memory->domain() == c->node().domain().get()
+                                         ? t.memory
+                                         : c->node().register_memory(t.bytes, weft::Access::remote_read)};
                 epoll_event ev{EPOLLIN, {.ptr = on.node.get()}};
                 if (on.node->fd() >= 0)
                     ::epoll_ctl(sleep_on, EPOLL_CTL_ADD, on.node->fd(), &ev);

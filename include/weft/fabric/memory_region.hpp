@@ -136,8 +136,13 @@ public:
     /// that domain's endpoints (another's is refused before posting).
     const Domain& domain() const noexcept { return *domain_; }
     /// The sealed memfd behind memory allocate() made for sharing on this
-    /// host (Domain::shares_allocations), or none (weft's own: src/lane).
+    /// host (Domain::shares_allocations), or none (weft's own: src/lane). A
+    /// registration of such memory on another domain that shares allocations
+    /// has it too (borrowed): one allocation, offered as one memfd on every
+    /// Node, its access no wider than the memfd's seal allows.
     lane::Segment* segment() const noexcept { return segment_.get(); }
+    /// Whether segment() is another region's (register_memory), not this one's.
+    bool segment_borrowed() const noexcept { return segment_borrowed_; }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,
@@ -157,6 +162,7 @@ private:
     std::shared_ptr<Domain> domain_;
     std::shared_ptr<std::byte[]> owned_; // from allocate(), map_file(); freed (or retired) after the fid closes
     std::shared_ptr<lane::Segment> segment_; // owned_'s memfd, when allocate() shared it
+    bool segment_borrowed_ = false;          // segment_ is another allocation's
     bool watched_ = false;                   // the domain's watcher was told of it
     bool revoke_now(bool destroying) noexcept;
     std::span<std::byte> memory_;
