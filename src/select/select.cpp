@@ -76,6 +76,9 @@ Selection finish(const Options& options, InfoPtr list, std::string reason,
 {
     Options o = options;
     o.same_host = same_host_of(options);
+    std::string same_host_from = o.same_host != options.same_host
+                                     ? "WEFT_SAME_HOST=" + env("WEFT_SAME_HOST")
+                                     : std::string{};
     const std::string_view prov = list->fabric_attr->prov_name;
     if (o.force_mr_mode && providers::is_layered(prov))
         throw UsageError("select", -FI_EINVAL, std::string(prov),
@@ -89,7 +92,8 @@ Selection finish(const Options& options, InfoPtr list, std::string reason,
     const bool thread = wants_progress_thread(o, providers::quirks_for(info.get()));
     if (thread)
         info->domain_attr->threading = FI_THREAD_SAFE;
-    return Selection(std::move(info), std::move(reason), std::move(rejected), fell_back, thread, o);
+    return Selection(std::move(info), std::move(reason), std::move(rejected), fell_back, thread, o,
+                     std::move(same_host_from));
 }
 
 std::string rejections_text(const std::vector<Rejection>& r)
@@ -113,9 +117,11 @@ bool wants_progress_thread(const ProgressOptions& o, const Quirks& quirks) noexc
 }
 
 Selection::Selection(Info info, std::string reason, std::vector<Rejection> rejected,
-                     bool fell_back, bool progress_thread, Options options)
+                     bool fell_back, bool progress_thread, Options options,
+                     std::string same_host_from)
     : info_(std::move(info)), reason_(std::move(reason)), rejected_(std::move(rejected)),
-      fell_back_(fell_back), progress_thread_(progress_thread), options_(std::move(options))
+      fell_back_(fell_back), progress_thread_(progress_thread), options_(std::move(options)),
+      same_host_from_(std::move(same_host_from))
 {
 }
 
@@ -167,9 +173,8 @@ std::string Selection::report() const
     out += fmt::format("weft:   progress: {}, threading {}\n", progress,
                        i->domain_attr->threading == FI_THREAD_SAFE ? "FI_THREAD_SAFE"
                                                                    : "FI_THREAD_DOMAIN");
-    const std::string env_note = !env("WEFT_SAME_HOST").empty() && options_.same_host != SameHost::off
-                                     ? fmt::format(" (WEFT_SAME_HOST={})", env("WEFT_SAME_HOST"))
-                                     : std::string{};
+    const std::string env_note =
+        same_host_from_.empty() ? std::string{} : fmt::format(" ({})", same_host_from_);
     switch (options_.same_host) {
     case SameHost::off:
         out += fmt::format("weft:   same host: {} like any peer (SameHost::lane or "

@@ -83,6 +83,34 @@ TEST_CASE("select: WEFT_PROVIDER and Options::provider override the order", "[se
     CHECK_THAT(s.reason(), Catch::Contains("Options::provider"));
 }
 
+TEST_CASE("select: WEFT_SAME_HOST turns the same-host lane on where Options left it off, and "
+          "the report says so",
+          "[select][lane]")
+{
+    if (test::unavailable({"tcp", EndpointKind::msg}))
+        return;
+    Options o;
+    o.provider = "tcp";
+    {
+        EnvGuard env("WEFT_SAME_HOST", "lane");
+        const Selection s = select(o);
+        CHECK(s.options().same_host == SameHost::lane);
+        CHECK_THAT(s.report(), Catch::Contains("same host: weft's lane (WEFT_SAME_HOST=lane)"));
+        Options asked = o;
+        asked.same_host = SameHost::enforced; // the application's choice stands
+        CHECK(select(asked).options().same_host == SameHost::enforced);
+        CHECK_THAT(select(asked).report(), !Catch::Contains("WEFT_SAME_HOST"));
+    }
+    {
+        EnvGuard env("WEFT_SAME_HOST", "yes");
+        CHECK_THROWS_WITH(select(o), Catch::Contains("WEFT_SAME_HOST=yes") &&
+                                         Catch::Contains("off, lane or enforced"));
+    }
+    const Selection off = select(o);
+    CHECK(off.options().same_host == SameHost::off);
+    CHECK_THAT(off.report(), Catch::Contains("like any peer (SameHost::lane or WEFT_SAME_HOST=lane"));
+}
+
 TEST_CASE("select: FI_PROVIDER is respected and named", "[select]")
 {
     // libfabric reads FI_PROVIDER once per process: ask a fresh one.

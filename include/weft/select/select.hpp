@@ -28,8 +28,10 @@ struct Rejection {
 /// The outcome of provider selection.
 class Selection {
 public:
+    /// `same_host_from`: the environment that set options.same_host
+    /// ("WEFT_SAME_HOST=lane"), or empty when Options did.
     Selection(Info info, std::string reason, std::vector<Rejection> rejected, bool fell_back,
-              bool progress_thread, Options options);
+              bool progress_thread, Options options, std::string same_host_from = {});
 
     const Info& info() const noexcept { return info_; }
     const Options& options() const noexcept { return options_; }
@@ -55,6 +57,7 @@ private:
     bool fell_back_;
     bool progress_thread_;
     Options options_;
+    std::string same_host_from_;
 };
 
 /// Chooses a provider. Throws weft::Error naming every rejected provider and why
