@@ -238,8 +238,9 @@ Transfer Transfer::prepare(std::shared_ptr<Node> node, Direction direction,
         bool lane = false;
         try {
             // On the same-host lane a write is in place when it returns:
-            // ordered, and the notification after it says so.
-            lane = node->on_lane(e.peer);
+            // ordered, and the notification after it says so (where the
+            // lane reaches the region: else libfabric carries it).
+            lane = node->on_lane(e.peer, &e.remote);
             if (lane)
                 tr = {true, true, true, SIZE_MAX, node->selection().options().slot_size};
             else if (node->kind() == EndpointKind::rdm || node->connected(e.peer))
@@ -279,6 +280,12 @@ Transfer Transfer::prepare(std::shared_ptr<Node> node, Direction direction,
             st->target_ids.push_back(e.peer);
         }
         auto& t = st->targets[it->second];
+        if (t.lane != lane) // one path per target: its notification follows its writes
+            refuse(i, fmt::format("peer {}'s regions here are on two paths: the same-host lane "
+                                  "reaches some (memory the peer allocated through weft) and not "
+                                  "this one ({}); allocate the peer's regions with allocate(), or "
+                                  "split the transfer",
+                                  e.peer.index, node->path(e.peer)));
         ++t.entries;
         t.last = static_cast<std::uint32_t>(i);
         st->entries.push_back({e, nullptr, it->second});

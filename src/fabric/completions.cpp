@@ -211,16 +211,26 @@ std::size_t Completions::drain(std::span<Completion> out)
     std::size_t m = 0;
     // What arrived beside the queue first: a failure it reports is thrown
     // before anything is taken from either.
-    const std::size_t pulled = side_ != nullptr ? side_->pull(out) : 0;
-    m = pulled;
-    std::size_t room = std::min(poll_batch, out.size() - m);
     // With nothing of this side's in flight through libfabric, its queue holds
     // only what other peers send: read every 64th time (every 8th while it
-    // keeps bringing something), so that a wait for the lane spins on memory,
-    // not on the provider (shm's fi_cq_read costs ~20 looks at a ring).
-    if (side_ != nullptr && in_flight_ <= 0 &&
-        (++side_turn_ & (queue_busy_ ? 7u : 63u)) != 0)
-        room = 0;
+    // keeps bringing something, and the first time after a sleep), so that a
+    // wait for the lane spins on memory, not on the provider (shm's
+    // fi_cq_read costs ~20 looks at a ring). On a turn that reads it, the side
+    // leaves it room; with room for one only (poll_one), the side goes first
+    // and the queue's turn waits for the next call, where the queue goes first
+    // (and the side after it, if the queue had nothing): neither starves.
+    const bool queue_turn = side_ == nullptr || in_flight_ > 0 || std::exchange(queue_due_, false) ||
+                            (++side_turn_ & (queue_busy_ ? 7u : 63u)) == 0;
+    const bool queue_first = queue_turn && out.size() == 1 && std::exchange(queue_waited_, false);
+    const std::span<Completion> side_room = queue_first             ? out.first(0)
+                                            : queue_turn && out.size() > 1 ? out.first(out.size() - 1)
+                                                                           : out;
+    std::size_t pulled = side_ != nullptr ? side_->pull(side_room) : 0;
+    m = pulled;
+    std::size_t room = queue_turn ? std::min(poll_batch, out.size() - m) : 0;
+    if (queue_turn && room == 0)
+        queue_due_ = queue_waited_ = true;
+    queue_read_ = room > 0;
     if (room == 0) {
     } else if (sources_) {
         // One at a time: an entry's Completion must get its own source.
@@ -236,6 +246,8 @@ std::size_t Completions::drain(std::span<Completion> out)
         n = read_cq(entries.data(), room);
         m += translate_all(entries.data(), n, out.subspan(m));
     }
+    if (queue_first && m == 0 && side_ != nullptr) // the queue had nothing: the side after all
+        m = pulled = side_->pull(out);
     read_any_ = n > 0 || absorptions_ != absorbed_before || pulled > 0;
     if (room > 0)
         queue_busy_ = n > 0;
@@ -246,7 +258,7 @@ std::size_t Completions::drain(std::span<Completion> out)
     // endpoint's cancelled receives come one entry per read, and a block
     // reused early would lend the rest to its next owner (on tcp, such a
     // crossing loses the new connection's peer).
-    if (n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
+    if (room > 0 && n == 0 && !quarantine_.empty() && !std::exchange(absorbed_, false)) {
         free_blocks_.insert(free_blocks_.end(), quarantine_.begin(), quarantine_.end());
         quarantine_.clear();
     }

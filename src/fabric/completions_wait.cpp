@@ -66,7 +66,9 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
                 release_idle();
             return take(got[hit]);
         }
-        if (sleeping_ && n == 0 && !read_any_ && deadline_ms(deadline) > 0) {
+        if (sleeping_ && !queue_read_)
+            queue_due_ = true; // the lane's turn: the queue is looked at before any sleep
+        else if (sleeping_ && n == 0 && !read_any_ && deadline_ms(deadline) > 0) {
             // Nothing pending: sleep until something arrives (bounded, so the
             // idle hook and the deadline are seen).
             const int ms = std::min(deadline_ms(deadline), quirks_.wait_fd_misses_data ? 10 : 100);

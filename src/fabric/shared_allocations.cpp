@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 
+#include <unistd.h>
+
 #include "segment.hpp"
 
 namespace weft::detail {
@@ -42,10 +44,18 @@ std::shared_ptr<lane::Segment> shared_allocation_holding(std::span<std::byte> me
     if (it == s.by_start.begin())
         return nullptr;
     auto segment = std::prev(it)->second.lock();
-    const bool peers_write = access == Access::remote_write || access == Access::remote_read_write;
-    if (!segment ||
-        begin + memory.size() > reinterpret_cast<std::uintptr_t>(segment->data()) + segment->size() ||
-        (peers_write && segment->peers() != lane::PeerAccess::read_write))
+    // The whole allocation (a peer maps all of the memfd: a part of it would
+    // hand out the rest), sealed (revoke() of the allocation unseals what it
+    // detaches), and exactly the access its seal gives peers (a read-only
+    // registration of a read-write memfd would be writable by a peer that
+    // maps it so).
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const auto peers = access == Access::remote_read ? lane::PeerAccess::read
+                                                     : lane::PeerAccess::read_write;
+    if (!segment || !segment->sealed() ||
+        begin != reinterpret_cast<std::uintptr_t>(segment->data()) ||
+        memory.size() > segment->size() || segment->size() - memory.size() >= page ||
+        segment->peers() != peers)
         return nullptr;
     return segment;
 }

@@ -16,8 +16,8 @@ class Segment;
 namespace weft::detail {
 
 void remember_shared_allocation(const std::shared_ptr<lane::Segment>& segment);
-/// The live segment holding all of `memory` whose seal lets peers have
-/// `access`, or none.
+/// The live, sealed segment that is all of `memory` (one allocation, whole)
+/// and whose seal gives peers exactly `access`, or none.
 std::shared_ptr<lane::Segment> shared_allocation_holding(std::span<std::byte> memory,
                                                          Access access);
 

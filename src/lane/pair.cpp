@@ -21,7 +21,12 @@ constexpr std::string_view hello_tag = "WFLH";
 constexpr std::string_view offer_tag = "WFLO";
 constexpr std::string_view withdraw_tag = "WFLW";
 constexpr std::string_view offered_tag = "WFLR"; // every region there was is offered
-constexpr std::uint8_t version = 1;
+constexpr std::uint8_t version = 2; // 2: the hello carries the probe's address
+
+// What a peer reads with process_vm_readv at the hello, to learn whether the
+// kernel lets it copy to and from this process (the ptrace check).
+constexpr std::uint64_t probe_magic = 0x65626f7250746657; // "WftProbe"
+alignas(8) const volatile std::uint64_t probe_word = probe_magic;
 
 enum OfferFlags : std::uint8_t { readable_bit = 1, writable_bit = 2, memory_bit = 4 };
 
@@ -70,6 +75,7 @@ void Pair::hello(Deadline deadline)
     w.u8(version);
     w.u64(instance_);
     w.u64(inbox_.segment().size());
+    w.u64(reinterpret_cast<std::uintptr_t>(&probe_word));
     const std::array<int, 2> fds = {inbox_.segment().fd(), inbox_.wake_fd()};
     channel_.send(w.data(), fds, deadline);
     said_hello_ = true;
@@ -95,9 +101,28 @@ bool Pair::finish(Deadline deadline)
                                 peer_.pid, v, version));
     peer_instance_ = r.u64();
     const std::uint64_t ring_bytes = r.u64();
+    const std::uint64_t probe_at = r.u64();
     r.finish();
     outbox_.emplace(RingSender::attach(std::move(m->fds[0]), ring_bytes, std::move(m->fds[1])));
     seen_generation_ = outbox_->generation();
+    // The kernel's ptrace check, once: where it refuses, only the segments the
+    // peer maps for this side are the lane's (Node::path says so).
+    std::uint64_t got = 0;
+    iovec local{&got, sizeof got};
+    iovec remote{reinterpret_cast<void*>(probe_at), sizeof got};
+    if (::process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0) != sizeof got) {
+        const int e = errno;
+        cross_copy_refused_ =
+            e == EPERM ? fmt::format("the kernel refuses process_vm_* to pid {} (ptrace "
+                                     "permission: another user, Yama's ptrace_scope, or the peer "
+                                     "made itself non-dumpable)",
+                                     peer_.pid)
+                       : fmt::format("process_vm_readv of pid {} failed: {}", peer_.pid,
+                                     std::strerror(e));
+    } else if (got != probe_magic)
+        cross_copy_refused_ = fmt::format("pid {} did not hold its probe word where its hello "
+                                          "said",
+                                          peer_.pid);
     return true;
 }
 

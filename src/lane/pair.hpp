@@ -114,6 +114,19 @@ public:
     void read(const Target& from, std::span<std::byte> dst);
     /// Whether the peer offered `key` (its channel read first on a miss).
     bool knows(std::uint64_t key);
+    /// Whether this side can copy to and from the peer's region `key`: a
+    /// segment it mapped, or memory process_vm_* reaches (the kernel allowed
+    /// the probe at the hello). Throws the refusal write/read would when the
+    /// peer offered no such region.
+    bool copies(std::uint64_t key, const char* op)
+    {
+        const Mapped& m = region(key, op);
+        return m.memory != nullptr || cross_copy_refused_.empty();
+    }
+    /// Why the kernel refuses process_vm_* to the peer (ptrace permission:
+    /// another user, Yama's ptrace_scope, a non-dumpable peer), probed once the
+    /// hello came; empty when it allows it.
+    const std::string& cross_copy_refused() const noexcept { return cross_copy_refused_; }
     /// Through the ring to the peer: false when it has no room now (then
     /// nothing of it was sent).
     bool notify(std::uint32_t value);
@@ -187,6 +200,7 @@ private:
     bool said_hello_ = false;
     bool all_offered_ = false; // the peer's first offers are all here
     std::uint64_t seen_generation_ = 0; // the owner's, when this side last read its channel
+    std::string cross_copy_refused_;    // copies(): why process_vm_* cannot reach the peer
     std::vector<std::byte> partial_;    // a long message arriving in parts
     std::size_t partial_total_ = 0;
     std::unordered_map<std::uint64_t, Mapped> regions_;

@@ -99,7 +99,7 @@ Segment Segment::map(detail::Fd fd, PeerAccess access, std::size_t size)
 Segment::Segment(Segment&& o) noexcept
     : fd_(std::move(o.fd_)), data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)), name_(std::move(o.name_)), owner_(o.owner_),
-      sealed_(o.sealed_)
+      sealed_(o.sealed_), peers_(o.peers_)
 {
 }
 

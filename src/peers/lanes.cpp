@@ -158,7 +158,10 @@ std::string Lanes::path(PeerId peer) const
                            "allocated it, {})",
                            l.sending->peer().pid,
                            mode_ == SameHost::enforced ? "nothing else: SameHost::enforced"
-                                                       : "process_vm_* elsewhere");
+                           : l.sending->cross_copy_refused().empty()
+                               ? std::string("process_vm_* elsewhere")
+                               : fmt::format("{} elsewhere: {}", domain_->provider(),
+                                             l.sending->cross_copy_refused()));
     if (!l.decided && !l.pairs.empty())
         return "the same-host lane, its hello on its way";
     return fmt::format("{} ({})", domain_->provider(),
@@ -296,9 +299,11 @@ void Lanes::revoking(MemoryRegion& region, bool destroying) noexcept
         for (auto& p : l.pairs)
             withdraw(*p);
     // A region that stays (revoke()) is cut off from every mapping of it. A
-    // borrowed memfd (another allocation's, registered here) is withdrawn
-    // only: moving its bytes would cut off the other registrations' peers too.
-    if (!destroying && region.segment() != nullptr && !region.segment_borrowed()) {
+    // memfd other registrations share (registered on other Nodes, or this
+    // one another's) is withdrawn only: moving its bytes would cut off the
+    // other registrations' peers too, whose registrations stand.
+    if (!destroying && region.segment() != nullptr && !region.segment_borrowed() &&
+        !region.segment_shared()) {
         try {
             region.segment()->detach_peers();
         } catch (const Error&) {

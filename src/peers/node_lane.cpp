@@ -21,6 +21,19 @@ lane::Pair::Target target_of(const RemoteRegion& r, std::uint64_t address)
     return {r.key(), address, (r.flags() & RemoteRegion::virt_addr) != 0};
 }
 
+/// Whether the lane copies to and from `r`: false where the kernel refuses
+/// process_vm_* to the peer and the region is not a segment the peer shares
+/// (then libfabric carries it). A region the peer never offered: true, and the
+/// lane's copy refuses it as a provider's target would.
+bool reaches(lane::Pair& pair, const RemoteRegion& r)
+{
+    try {
+        return pair.copies(r.key(), "access");
+    } catch (const Error&) {
+        return true;
+    }
+}
+
 } // namespace
 
 void Node::lane_ring(PeerId peer, const std::function<bool()>& push)
@@ -88,6 +101,17 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
             e.writes_flushed = r.ep->writes_posted();
         }
     }
+    // Memory the kernel does not let this side copy (ptrace): libfabric's.
+    if (op != LaneOp::send && out == nullptr && !reaches(pair, *remote)) {
+        Route& f = fabric_route(peer, "Node::write");
+        if (op == LaneOp::write)
+            f.ep->write(local, *remote, offset, context, Peer{f.addr});
+        else if (op == LaneOp::read)
+            f.ep->read(local, *remote, offset, context, Peer{f.addr});
+        else
+            f.ep->write_notify(local, *remote, offset, value, context, Peer{f.addr});
+        return;
+    }
     // Checked here as on libfabric's path: the caller's RemoteRegion and size.
     std::uint64_t address = 0;
     if (op == LaneOp::write || op == LaneOp::write_notify)
@@ -142,6 +166,11 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
 void Node::lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,
                             const RemoteRegion& src, void* context)
 {
+    if (!reaches(pair, src)) { // libfabric's (lane_post)
+        Route& f = fabric_route(peer, "read_ranges");
+        f.ep->read_ranges(reads, src, context, Peer{f.addr});
+        return;
+    }
     // Every range checked before any is read, as a provider's read_ranges does.
     const std::size_t total =
         detail::check_ranges(reads, src, read_ranges_limit(peer), provider());
@@ -151,12 +180,13 @@ void Node::lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpo
     q_->defer(Completion{.context = context, .op = Op::read, .len = total});
 }
 
-bool Node::on_lane(PeerId peer)
+bool Node::on_lane(PeerId peer, const RemoteRegion* region)
 {
     if (!lanes_)
         return false;
     const Use use(*this, "Node::on_lane");
-    return route(peer, "Node::on_lane").lane != nullptr;
+    lane::Pair* lane = route(peer, "Node::on_lane").lane;
+    return lane != nullptr && (region == nullptr || reaches(*lane, *region));
 }
 
 void Node::send_note(PeerId peer, std::uint32_t value, Local payload, void* context)
@@ -185,6 +215,10 @@ bool Node::lane_now(PeerId peer, LaneOp op, Local local, const RemoteRegion& rem
     Route& r = route(peer, "co_await");
     if (r.lane == nullptr)
         return false;
+    if (op != LaneOp::send && !reaches(*r.lane, remote)) {
+        (void)fabric_route(peer, "co_await"); // the awaiter posts through libfabric
+        return false;
+    }
     lane_post(peer, *r.lane, op, local, &remote, offset, value, nullptr, &out);
     return true;
 }

@@ -59,12 +59,12 @@ const fi_info* entry_to_use(const Options& o, const fi_info* list, std::string& 
 SameHost same_host_of(const Options& o)
 {
     const std::string v = env("WEFT_SAME_HOST");
-    if (o.same_host != SameHost::off || v.empty() || v == "off")
+    if (v.empty() || v == "off")
         return o.same_host;
-    if (v == "lane")
-        return SameHost::lane;
-    if (v == "enforced")
-        return SameHost::enforced;
+    if (v == "lane" || v == "enforced")
+        return o.same_host != SameHost::off ? o.same_host
+               : v == "lane"                ? SameHost::lane
+                                            : SameHost::enforced;
     throw UsageError("select", -FI_EINVAL, "",
                      fmt::format("WEFT_SAME_HOST={}: it takes off, lane or enforced "
                                  "(Options::same_host)",
@@ -201,6 +201,7 @@ std::string Selection::report() const
 
 Selection select(const Options& o)
 {
+    (void)same_host_of(o); // a WEFT_SAME_HOST that means nothing, before anything else
     (void)providers::prepare_all();
     std::string requested = o.provider;
     std::string source = "Options::provider";

@@ -262,6 +262,23 @@ TEST_CASE("lane node: SameHost::enforced offers only sealed memory weft allocate
     // In a process of its own: enforcing makes the process non-dumpable.
     test::PeerProcess p(WEFT_TEST_LANE_PEER, {"shm", "rdm", "00", "enforced"});
     INFO(p.first_line());
-    CHECK_THAT(p.first_line(), Catch::StartsWith("ENFORCED ok refused "));
+    CHECK_THAT(p.first_line(), Catch::StartsWith("ENFORCED ok refused ok "));
     CHECK_THAT(p.first_line(), Catch::Contains("nothing else: SameHost::enforced"));
+}
+
+TEST_CASE("lane node: where the kernel refuses process_vm_* to a peer, its registered memory goes "
+          "through libfabric, its allocations through the lane, and the path says why",
+          "[lane][node][process]")
+{
+    WEFT_REQUIRE_CELL(shm_lane);
+    if (::geteuid() != 0) {
+        WARN("SKIPPED: the test becomes uid 65534 to lose CAP_SYS_PTRACE; run it as root");
+        return;
+    }
+    // In processes of their own, as uid 65534: root's CAP_SYS_PTRACE would
+    // let process_vm_* into a non-dumpable process.
+    test::PeerProcess p(WEFT_TEST_LANE_PEER, {"shm", "rdm", "00", "undumpable"});
+    INFO(p.first_line());
+    CHECK_THAT(p.first_line(), Catch::StartsWith("UNDUMPABLE ok ok 1 0 the same-host lane"));
+    CHECK_THAT(p.first_line(), Catch::Contains("shm elsewhere: the kernel refuses process_vm_*"));
 }

@@ -77,7 +77,7 @@ TEST_CASE("lane readers: eight processes read one target 10^6 times: every byte 
             REQUIRE(procs[k]->process().wait_until(Clock::now() + 30s));
             const std::string out = procs[k]->process().output();
             INFO("reader " << k << ": " << out);
-            CHECK_THAT(out, Catch::Contains("DONE 125000 0"));
+            CHECK_THAT(out, Catch::Contains("DONE 125000 0 lane=1"));
             CHECK(last[k] == each);
         }
         CHECK(notes == expected);

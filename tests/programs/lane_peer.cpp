@@ -10,13 +10,23 @@
 //                     region N times (offsets in turn), checks every byte against
 //                     pattern(), and every 1000 reads writes its count to slot
 //                     INDEX of the hub's tally and notifies it (value: the count);
-//                     prints "DONE <reads> <wrong bytes>" and exits;
+//                     prints "DONE <reads> <wrong bytes> lane=<1: on the lane>" and exits;
+//   undumpable        as uid 65534, forks a peer that makes itself non-dumpable (the
+//                     kernel then refuses this side's process_vm_*) and serves an
+//                     allocated and a registered region; reads and writes both and
+//                     prints "UNDUMPABLE <allocated: ok|bad> <registered: ok|bad>
+//                     <lane reaches allocated: 0|1> <registered: 0|1> <path>";
 //   enforced          SameHost::enforced: two Nodes of its own, one reading the
 //                     other's allocate()d and register_memory() regions; prints
-//                     "ENFORCED <allocated: ok|refused> <registered: ok|refused> <path>".
+//                     "ENFORCED <allocated: ok|refused> <registered: ok|refused>
+//                     <allocated, registered whole on a third Node: ok|refused> <path>".
 //   usage: weft-test-lane-peer PROVIDER msg|rdm HUB_HEX MODE [ARG]
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,10 +62,16 @@ int enforced(const Options& o)
     static std::vector<std::byte> plain(4096);
     auto registered = b->register_memory(plain, Access::remote_read);
     auto sink = a->allocate(4096, Access::local);
-    const auto try_read = [&](const MemoryRegion& r) {
+    // A third Node registers b's allocation whole: it borrows the sealed memfd,
+    // the only thing enforced reaches.
+    auto c = Node::open(o);
+    const PeerId to_c = a->add_peer(c->address());
+    (void)c->add_peer(a->address());
+    auto borrowed = c->register_memory({shared->data(), shared->size()}, Access::remote_read);
+    const auto try_read = [&](const MemoryRegion& r, PeerId to = PeerId{}) {
         int ctx = 0;
         try {
-            a->read(to_b, sink->slice(0, 8), r.remote(), 0, &ctx);
+            a->read(to ? to : to_b, sink->slice(0, 8), r.remote(), 0, &ctx);
             (void)a->wait(&ctx, Deadline::after(std::chrono::seconds(10)));
             return "ok";
         } catch (const Error&) {
@@ -64,7 +80,64 @@ int enforced(const Options& o)
     };
     const char* s = try_read(*shared);
     const char* r = try_read(*registered);
-    std::printf("ENFORCED %s %s %s\n", s, r, a->path(to_b).c_str());
+    const char* b2 = try_read(*borrowed, to_c);
+    std::printf("ENFORCED %s %s %s %s\n", s, r, b2, a->path(to_b).c_str());
+    return 0;
+}
+
+int undumpable(const Options& o)
+{
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
+        std::printf("UNDUMPABLE cannot become uid 65534\n");
+        return 1;
+    }
+    int fds[2];
+    if (::pipe(fds) != 0)
+        return 1;
+    if (::fork() == 0) {
+        weft::test::die_with_parent();
+        (void)::prctl(PR_SET_DUMPABLE, 0);
+        auto node = Node::open(o);
+        auto allocated = node->allocate(4096, Access::remote_read_write);
+        std::memset(allocated->data(), 0x5a, 4096);
+        static std::vector<std::byte> plain(4096, std::byte{0x6b});
+        auto registered = node->register_memory(plain, Access::remote_read_write);
+        const std::string line = hex(node->address().encode()) + " " +
+                                 hex(allocated->remote().encode()) + " " +
+                                 hex(registered->remote().encode()) + "\n";
+        (void)!::write(fds[1], line.data(), line.size());
+        for (;;)
+            (void)node->dispatch();
+    }
+    std::string line;
+    for (char ch = 0; ::read(fds[0], &ch, 1) == 1 && ch != '\n';)
+        line += ch;
+    std::istringstream in(line);
+    std::string address, a, b;
+    in >> address >> a >> b;
+    auto node = Node::open(o);
+    const PeerId peer = node->add_peer(NodeAddress::decode(unhex(address)));
+    const RemoteRegion ra = RemoteRegion::decode(unhex(a));
+    const RemoteRegion rb = RemoteRegion::decode(unhex(b));
+    auto sink = node->allocate(64, Access::local);
+    const auto deadline = [] { return Deadline::after(std::chrono::seconds(10)); };
+    int ctx = 0;
+    const auto read_is = [&](const RemoteRegion& r, std::byte v) {
+        node->read(peer, sink->slice(0, 64), r, 0, &ctx);
+        (void)node->wait(&ctx, deadline());
+        for (std::size_t i = 0; i < 64; ++i)
+            if (sink->data()[i] != v)
+                return false;
+        return true;
+    };
+    const bool a_ok = read_is(ra, std::byte{0x5a});
+    std::memset(sink->data(), 0x77, 64);
+    node->write(peer, sink->slice(0, 64), rb, 0, &ctx);
+    (void)node->wait(&ctx, deadline());
+    const bool b_ok = read_is(rb, std::byte{0x77});
+    std::printf("UNDUMPABLE %s %s %d %d %s\n", a_ok ? "ok" : "bad", b_ok ? "ok" : "bad",
+                node->on_lane(peer, &ra) ? 1 : 0, node->on_lane(peer, &rb) ? 1 : 0,
+                node->path(peer).c_str());
     return 0;
 }
 
@@ -91,8 +164,8 @@ int check(Node& node, PeerId hub, std::uint64_t n, const RemoteRegion& theirs,
             (void)node.wait(&ctx, Deadline::after(std::chrono::seconds(10)));
         }
     }
-    std::printf("DONE %llu %llu\n", static_cast<unsigned long long>(n),
-                static_cast<unsigned long long>(wrong));
+    std::printf("DONE %llu %llu lane=%d\n", static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(wrong), node.on_lane(hub) ? 1 : 0);
     std::fflush(stdout);
     return 0;
 }
@@ -110,6 +183,8 @@ int main(int argc, char** argv)
         const std::string mode = argv[4];
         if (mode == "enforced")
             return enforced(options(argv[1], argv[2], SameHost::enforced));
+        if (mode == "undumpable")
+            return undumpable(options(argv[1], argv[2], SameHost::lane));
         auto node = Node::open(options(argv[1], argv[2], SameHost::lane));
         const PeerId hub = node->add_peer(NodeAddress::decode(unhex(argv[3])));
         if (mode == "serve" && argc == 6) {

@@ -193,7 +193,9 @@ private:
         if (key.empty() || key.size() > h_.g.key_max)
             throw std::invalid_argument("a key of 1 to " + std::to_string(h_.g.key_max) + " bytes");
         Lane& l = lanes_[lane];
-        l = Lane{kind, true, std::string(key)};
+        std::string reused = std::move(l.key); // its capacity: no allocation per operation
+        reused.assign(key);
+        l = Lane{kind, true, std::move(reused)};
         return l;
     }
     std::byte* copy(std::uint32_t lane, std::uint32_t i)

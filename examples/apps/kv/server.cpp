@@ -143,8 +143,9 @@ try {
             c = server.try_accept();
             accept = weft::Deadline::after(std::chrono::milliseconds(c ? 0 : 1));
         }
+        weft::Node* greeting = c ? &c->node() : nullptr;
         if (c) try {
-            PerNode& on = nodes[&c->node()];
+            PerNode& on = nodes[greeting];
             if (!on.node) {
                 const std::size_t size = t.g.slots * t.g.slot_size();
                 if (!t.memory) {
@@ -167,6 +168,21 @@ try {
             clients.emplace(key, Client{std::move(*c), std::move(requests), std::move(replies)});
         } catch (const weft::Error& e) { // it left while being greeted: dropped with its Connection
             std::cerr << "weft-kv-server: a client that was connecting: " << e.what() << std::endl;
+            // Its Node's entry, if this client was its first and only: gone with it.
+            if (auto it = nodes.find(greeting); it != nodes.end()) {
+                const bool others = std::any_of(clients.begin(), clients.end(), [&](const auto& cl) {
+                    return cl.first.first == greeting;
+                });
+                if (!others) {
+                    if (it->second.node && it->second.node->fd() >= 0)
+                        ::epoll_ctl(sleep_on, EPOLL_CTL_DEL, it->second.node->fd(), nullptr);
+                    nodes.erase(it);
+                } else {
+                    it->second.clients = static_cast<std::size_t>(std::count_if(
+                        clients.begin(), clients.end(),
+                        [&](const auto& cl) { return cl.first.first == greeting; }));
+                }
+            }
         }
         // Looked at before polling: the poll below serves what is there and leaves nothing.
         epoll_event ev[16];

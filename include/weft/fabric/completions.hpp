@@ -93,6 +93,7 @@ public:
     std::uint64_t naps() const noexcept { return naps_taken_; }
     bool trywait() noexcept
     {
+        queue_due_ = true; // after a sleep (or a refusal to), the queue is read first
         return deferred_.empty() && lent_.empty() && (side_ == nullptr || side_->quiet()) &&
                cq_->trywait();
     }
@@ -307,6 +308,9 @@ private:
     SideSource* side_ = nullptr; // a Node's same-host lane
     std::uint32_t side_turn_ = 0; // drain(): the queue is read every 64th turn while idle
     bool queue_busy_ = false;     // its last read brought something: every 8th
+    bool queue_due_ = false;      // read it on the next turn (after a sleep)
+    bool queue_read_ = true;      // the last drain read it
+    bool queue_waited_ = false;   // a poll_one's side took its turn: the queue goes first next
     std::vector<std::pair<PeerId, std::string>> broken_;
     Quirks quirks_;
     detail::Ring<Completion> deferred_;    // read while waiting for something else, or synthesized

@@ -141,8 +141,10 @@ public:
     /// has it too (borrowed): one allocation, offered as one memfd on every
     /// Node, its access no wider than the memfd's seal allows.
     lane::Segment* segment() const noexcept { return segment_.get(); }
-    /// Whether segment() is another region's (register_memory), not this one's.
+    /// Whether segment() is another region's (register_memory), not this one's;
+    /// whether other registrations borrow this one's.
     bool segment_borrowed() const noexcept { return segment_borrowed_; }
+    bool segment_shared() const noexcept { return segment_ && segment_.use_count() > 2; }
 
     struct Private;
     MemoryRegion(Private, std::shared_ptr<Domain> domain, std::span<std::byte> memory,

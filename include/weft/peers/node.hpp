@@ -142,8 +142,8 @@ public:
     /// provider, or weft's same-host lane (Options::same_host).
     std::string path(PeerId peer) const;
     /// Whether the same-host lane carries this side's operations to `peer`
-    /// (chosen on first use: this call may make it).
-    bool on_lane(PeerId peer);
+    /// (chosen on first use: this call may make it); with `region`, to that region.
+    bool on_lane(PeerId peer, const RemoteRegion* region = nullptr);
     /// Endpoint::send_note to `peer`: a notification with a payload, after
     /// what was posted to it before (on the lane: on return).
     void send_note(PeerId peer, std::uint32_t value, Local payload, void* context);
