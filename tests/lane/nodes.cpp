@@ -277,7 +277,13 @@ TEST_CASE("lane node: where the kernel refuses process_vm_* to a peer, its regis
     }
     // In processes of their own, as uid 65534: root's CAP_SYS_PTRACE would
     // let process_vm_* into a non-dumpable process.
-    test::PeerProcess p(WEFT_TEST_LANE_PEER, {"shm", "rdm", "00", "undumpable"});
+    test::PeerProcess owner(WEFT_TEST_LANE_PEER, {"shm", "rdm", "00", "undumpable-serve"});
+    std::istringstream line(owner.first_line());
+    std::string ready, address, allocated, registered;
+    line >> ready >> address >> allocated >> registered;
+    REQUIRE(ready == "READY");
+    test::PeerProcess p(WEFT_TEST_LANE_PEER,
+                        {"shm", "rdm", "00", "undumpable-read", address, allocated, registered});
     INFO(p.first_line());
     CHECK_THAT(p.first_line(), Catch::StartsWith("UNDUMPABLE ok ok 1 0 the same-host lane"));
     CHECK_THAT(p.first_line(), Catch::Contains("shm elsewhere: the kernel refuses process_vm_*"));

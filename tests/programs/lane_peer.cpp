@@ -11,9 +11,11 @@
 //                     pattern(), and every 1000 reads writes its count to slot
 //                     INDEX of the hub's tally and notifies it (value: the count);
 //                     prints "DONE <reads> <wrong bytes> lane=<1: on the lane>" and exits;
-//   undumpable        as uid 65534, forks a peer that makes itself non-dumpable (the
-//                     kernel then refuses this side's process_vm_*) and serves an
-//                     allocated and a registered region; reads and writes both and
+//   undumpable-serve  as uid 65534, non-dumpable (a peer of the same uid cannot
+//                     process_vm_* into it): serves an allocated and a registered
+//                     region, prints "READY <node address> <allocated> <registered>";
+//   undumpable-read ADDRESS ALLOCATED REGISTERED
+//                     as uid 65534: reads and writes both regions of that peer and
 //                     prints "UNDUMPABLE <allocated: ok|bad> <registered: ok|bad>
 //                     <lane reaches allocated: 0|1> <registered: 0|1> <path>";
 //   enforced          SameHost::enforced: two Nodes of its own, one reading the
@@ -85,36 +87,38 @@ int enforced(const Options& o)
     return 0;
 }
 
-int undumpable(const Options& o)
+/// As uid 65534 (no CAP_SYS_PTRACE), for the undumpable-* modes.
+bool become_nobody()
 {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
+    return ::setgid(65534) == 0 && ::setuid(65534) == 0;
+}
+
+int undumpable_serve(const Options& o)
+{
+    if (!become_nobody()) {
         std::printf("UNDUMPABLE cannot become uid 65534\n");
         return 1;
     }
-    int fds[2];
-    if (::pipe(fds) != 0)
+    (void)::prctl(PR_SET_DUMPABLE, 0);
+    auto node = Node::open(o);
+    auto allocated = node->allocate(4096, Access::remote_read_write);
+    std::memset(allocated->data(), 0x5a, 4096);
+    static std::vector<std::byte> plain(4096, std::byte{0x6b});
+    auto registered = node->register_memory(plain, Access::remote_read_write);
+    std::printf("READY %s %s %s\n", hex(node->address().encode()).c_str(),
+                hex(allocated->remote().encode()).c_str(),
+                hex(registered->remote().encode()).c_str());
+    std::fflush(stdout);
+    for (;;)
+        (void)node->dispatch();
+}
+
+int undumpable_read(const Options& o, const char* address, const char* a, const char* b)
+{
+    if (!become_nobody()) {
+        std::printf("UNDUMPABLE cannot become uid 65534\n");
         return 1;
-    if (::fork() == 0) {
-        weft::test::die_with_parent();
-        (void)::prctl(PR_SET_DUMPABLE, 0);
-        auto node = Node::open(o);
-        auto allocated = node->allocate(4096, Access::remote_read_write);
-        std::memset(allocated->data(), 0x5a, 4096);
-        static std::vector<std::byte> plain(4096, std::byte{0x6b});
-        auto registered = node->register_memory(plain, Access::remote_read_write);
-        const std::string line = hex(node->address().encode()) + " " +
-                                 hex(allocated->remote().encode()) + " " +
-                                 hex(registered->remote().encode()) + "\n";
-        (void)!::write(fds[1], line.data(), line.size());
-        for (;;)
-            (void)node->dispatch();
     }
-    std::string line;
-    for (char ch = 0; ::read(fds[0], &ch, 1) == 1 && ch != '\n';)
-        line += ch;
-    std::istringstream in(line);
-    std::string address, a, b;
-    in >> address >> a >> b;
     auto node = Node::open(o);
     const PeerId peer = node->add_peer(NodeAddress::decode(unhex(address)));
     const RemoteRegion ra = RemoteRegion::decode(unhex(a));
@@ -183,8 +187,11 @@ int main(int argc, char** argv)
         const std::string mode = argv[4];
         if (mode == "enforced")
             return enforced(options(argv[1], argv[2], SameHost::enforced));
-        if (mode == "undumpable")
-            return undumpable(options(argv[1], argv[2], SameHost::lane));
+        if (mode == "undumpable-serve")
+            return undumpable_serve(options(argv[1], argv[2], SameHost::lane));
+        if (mode == "undumpable-read" && argc == 8)
+            return undumpable_read(options(argv[1], argv[2], SameHost::lane), argv[5], argv[6],
+                                   argv[7]);
         auto node = Node::open(options(argv[1], argv[2], SameHost::lane));
         const PeerId hub = node->add_peer(NodeAddress::decode(unhex(argv[3])));
         if (mode == "serve" && argc == 6) {
