@@ -170,17 +170,12 @@ try {
             std::cerr << "weft-kv-server: a client that was connecting: " << e.what() << std::endl;
             // Its Node's entry, if this client was its first and only: gone with it.
             if (auto it = nodes.find(greeting); it != nodes.end()) {
-                const bool others = std::any_of(clients.begin(), clients.end(), [&](const auto& cl) {
-                    return cl.first.first == greeting;
-                });
-                if (!others) {
+                it->second.clients = static_cast<std::size_t>(std::count_if(
+                    clients.begin(), clients.end(), [&](const auto& cl) { return cl.first.first == greeting; }));
+                if (it->second.clients == 0) {
                     if (it->second.node && it->second.node->fd() >= 0)
                         ::epoll_ctl(sleep_on, EPOLL_CTL_DEL, it->second.node->fd(), nullptr);
                     nodes.erase(it);
-                } else {
-                    it->second.clients = static_cast<std::size_t>(std::count_if(
-                        clients.begin(), clients.end(),
-                        [&](const auto& cl) { return cl.first.first == greeting; }));
                 }
             }
         }
