@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -21,7 +22,9 @@ constexpr std::string_view hello_tag = "WFLH";
 constexpr std::string_view offer_tag = "WFLO";
 constexpr std::string_view withdraw_tag = "WFLW";
 constexpr std::string_view offered_tag = "WFLR"; // every region there was is offered
-constexpr std::uint8_t version = 2; // 2: the hello carries the probe's address
+constexpr std::string_view fabric_tag = "WFLF";  // libfabric carries some of this side's too
+// 2: the hello carries the probe's address; 3: say_fabric
+constexpr std::uint8_t version = 3;
 
 // What a peer reads with process_vm_readv at the hello, to learn whether the
 // kernel lets it copy to and from this process (the ptrace check).
@@ -177,6 +180,18 @@ void Pair::offered(Deadline deadline)
     channel_.send(std::as_bytes(std::span(offered_tag)), {}, deadline);
 }
 
+bool Pair::say_fabric(Deadline deadline)
+{
+    if (std::exchange(said_fabric_, true))
+        return true;
+    try {
+        channel_.send(std::as_bytes(std::span(fabric_tag)), {}, deadline);
+        return true;
+    } catch (const Error&) {
+        return false; // the peer's end is gone: the Node learns it from the channel
+    }
+}
+
 void Pair::tend()
 {
     if (!outbox_)
@@ -197,6 +212,10 @@ void Pair::handle(UnixChannel::Message& m)
     }
     if (tag == offered_tag) {
         all_offered_ = true;
+        return;
+    }
+    if (tag == fabric_tag) {
+        peer_uses_fabric_ = true;
         return;
     }
     if (tag != offer_tag)

@@ -96,6 +96,13 @@ public:
     /// After the offers of every region there was when the pair began: the
     /// peer, missing a key, waits for this before it says there is none.
     void offered(Deadline deadline);
+    /// Tells the peer, before this side first posts to it through libfabric,
+    /// that its provider's queue may bring something of this side's: until
+    /// then a sleeping peer need not look at a queue without a descriptor
+    /// (shm). Once per pair; false when the peer's end is gone.
+    bool say_fabric(Deadline deadline);
+    /// Whether the peer said it (say_fabric) on this pair.
+    bool peer_uses_fabric() const noexcept { return peer_uses_fabric_; }
 
     // ---- the initiator's side ----
     /// Where in a region an access lands: `target` is an offset from the
@@ -199,6 +206,8 @@ private:
     std::uint64_t instance_ = 0; // this side's, for its hello
     bool said_hello_ = false;
     bool all_offered_ = false; // the peer's first offers are all here
+    bool said_fabric_ = false;      // say_fabric()
+    bool peer_uses_fabric_ = false; // the peer's say_fabric()
     std::uint64_t seen_generation_ = 0; // the owner's, when this side last read its channel
     std::string cross_copy_refused_;    // copies(): why process_vm_* cannot reach the peer
     std::vector<std::byte> partial_;    // a long message arriving in parts

@@ -3,14 +3,18 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <utility>
 
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
+#include "check.hpp"
 #include "host.hpp"
 #include "segment.hpp"
 #include "weft/base/error.hpp"
@@ -50,6 +54,13 @@ Lanes::Lanes(std::uint64_t instance, SameHost mode, std::shared_ptr<Domain> doma
         ev.events = EPOLLIN;
         ev.data.fd = listener_.fd();
         (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listener_.fd(), &ev);
+        if (q_.queue()->naps()) {
+            timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+            if (!timer_)
+                detail::throw_error("timerfd_create", -errno, std::string(domain_->provider()));
+            ev.data.fd = timer_.get();
+            (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_.get(), &ev);
+        }
     }
     domain_->share_allocations(true);
     domain_->watch_regions(this);
@@ -145,7 +156,57 @@ lane::Pair* Lanes::sender(PeerId peer, Deadline patience)
         }
     }
     l.decided = true;
+    fabric_used(peer);
     return nullptr;
+}
+
+void Lanes::fabric_used(PeerId peer)
+{
+    Link& l = link(peer);
+    if (std::exchange(l.fabric_said, true))
+        return;
+    for (auto& p : l.pairs)
+        (void)p->say_fabric(Deadline::after(control_deadline));
+}
+
+bool Lanes::queue_quiet() const noexcept
+{
+    if (q_.in_flight() > 0)
+        return false;
+    bool any = false;
+    for (std::uint32_t i = 0; i < links_.size(); ++i) {
+        if (links_[i].gone)
+            continue;
+        if (!lane_only(PeerId{i}))
+            return false;
+        any = true;
+    }
+    return any; // no peer yet: one may come through libfabric
+}
+
+void Lanes::before_sleep() noexcept
+{
+    if (!timer_)
+        return;
+    // Set anew each time: that also takes back a tick the last sleep left.
+    itimerspec t{};
+    if (!queue_quiet())
+        t.it_value.tv_nsec = 10'000'000;
+    (void)::timerfd_settime(timer_.get(), 0, &t, nullptr);
+}
+
+bool Lanes::lane_only(PeerId peer) const noexcept
+{
+    if (peer.index >= links_.size())
+        return false;
+    const Link& l = links_[peer.index];
+    bool ready = false;
+    for (const auto& p : l.pairs) {
+        if (p->peer_uses_fabric())
+            return false;
+        ready = ready || p->ready();
+    }
+    return ready;
 }
 
 std::string Lanes::path(PeerId peer) const
@@ -176,7 +237,10 @@ bool Lanes::adopt(std::unique_ptr<lane::Pair>& pair)
     pair->hello(Deadline::after(control_deadline));
     offer_all(*pair);
     watch_fds(*pair, true);
-    link(peer).pairs.push_back(std::move(pair));
+    Link& l = link(peer);
+    if (l.fabric_said)
+        (void)pair->say_fabric(Deadline::after(control_deadline));
+    l.pairs.push_back(std::move(pair));
     return true;
 }
 
@@ -251,6 +315,7 @@ void Lanes::forget(PeerId peer) noexcept
     l.pairs.clear();
     l.own = l.sending = nullptr;
     l.decided = true;
+    l.gone = true;
     if (l.why.empty())
         l.why = "the peer was removed or lost";
 }

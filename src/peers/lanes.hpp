@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pair.hpp"
+#include "weft/base/detail/fd.hpp"
 #include "weft/base/error.hpp"
 #include "unix_channel.hpp"
 #include "weft/fabric/completions.hpp"
@@ -66,6 +67,23 @@ public:
     bool decided(PeerId peer) const;
     /// Which path carries this side's operations to `peer`, and why.
     std::string path(PeerId peer) const;
+    /// Before this side first posts to `peer` through libfabric (its route is
+    /// libfabric's, or a region the lane does not reach, or the Endpoint
+    /// escape hatch): says so on every pair with it (Pair::say_fabric).
+    void fabric_used(PeerId peer);
+    /// Whether everything `peer` sends this side comes on the lane: a pair
+    /// whose hello came, and the peer never said it uses libfabric too. Then
+    /// a sleeping Node need not look at a provider queue without a descriptor.
+    bool lane_only(PeerId peer) const noexcept;
+    /// Whether the provider's queue can bring nothing now: no operation of
+    /// this side's flies on it, and every live peer is lane_only(). A sleeping
+    /// Node on a queue without a descriptor (shm) then sleeps on the lane
+    /// alone; otherwise it looks at the queue every 10 ms.
+    bool queue_quiet() const noexcept;
+    /// Before a sleep on the Node's descriptor (Node::trywait): where the
+    /// queue has none and is not quiet, a timer in the set wakes the sleeper
+    /// in 10 ms, an event loop on Node::fd() too.
+    void before_sleep() noexcept;
 
     /// Accepts connections, finishes hellos, reads control messages (at most
     /// every 100 us unless `now`). Returns the peers whose channel closed or
@@ -95,6 +113,8 @@ private:
         lane::Pair* own = nullptr;    // the one this side connected (may await its hello)
         lane::Pair* sending = nullptr; // chosen by sender()
         bool decided = false;
+        bool fabric_said = false; // fabric_used(): every pair says so, those to come too
+        bool gone = false;        // forget(): removed or lost
         std::string why; // no lane: why not
     };
     struct Buffer {
@@ -132,6 +152,7 @@ private:
     std::vector<std::pair<PeerId, std::string>> broken_; // pull() found a peer out of protocol
     std::vector<Error> failed_;                          // fail(): thrown by pull(), oldest first
     std::deque<Completion> leftover_;                    // forget(): a lost peer's last records
+    Fd timer_; // before_sleep(): a queue without a descriptor, looked at every 10 ms
     Clock::time_point next_tend_{};
     std::uint32_t operations_ = 0; // due()
 };

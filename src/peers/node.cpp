@@ -199,6 +199,8 @@ Node::Route& Node::route_slow(PeerId peer, const char* call)
 Node::Route& Node::fabric_route(PeerId peer, const char* call)
 {
     Route& r = route(peer, call);
+    if (r.lane != nullptr) // the peer looks at its queue from now on, if it sleeps
+        lanes_->fabric_used(peer);
     if (r.ep != nullptr) [[likely]]
         return r;
     // On the lane, and not connected through libfabric yet (MSG).
@@ -288,8 +290,11 @@ bool Node::trywait()
     if (!q_->trywait())
         return false;
     // A queue without a descriptor (shm under the lane) is read after each
-    // nap of at most 10 ms (sleep()): nothing of it to arm.
+    // nap of at most 10 ms (sleep(); the lane's timer wakes an event loop),
+    // unless nothing can come on it: nothing of it to arm.
     const bool naps = q_->queue()->naps();
+    if (naps && lanes_)
+        lanes_->before_sleep();
     fid_t fids[] = {naps ? nullptr : &q_->queue()->get()->fid, eq_ ? &eq_->get()->fid : nullptr};
     const std::size_t n = (naps ? 0 : 1) + (eq_ ? 1 : 0);
     return n == 0 || fi_trywait(fabric_->get(), naps ? fids + 1 : fids, static_cast<int>(n)) == 0;
@@ -303,7 +308,8 @@ void Node::sleep(Deadline deadline)
                          "open it with Waiting::sleep to sleep");
     epoll_event ev{};
     const int ms = deadline.remaining_ms();
-    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, q_->queue()->naps() ? std::min(ms, 10) : ms);
+    const bool look = q_->queue()->naps() && !(lanes_ && lanes_->queue_quiet());
+    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, look ? std::min(ms, 10) : ms);
 }
 
 void Node::progress()

@@ -102,6 +102,8 @@ public:
     void add_side(SideSource* side) noexcept;
 
     const std::shared_ptr<CompletionQueue>& queue() const noexcept { return cq_; }
+    /// The caller's operations posted to the queue and not yet completed.
+    std::int64_t in_flight() const noexcept { return in_flight_; }
     std::string_view provider() const noexcept { return cq_->domain()->provider(); }
     bool progress_thread() const noexcept { return progress_ != nullptr; }
     std::uint64_t progress_drives() const noexcept { return progress_ ? progress_->drives() : 0; }
