@@ -41,7 +41,8 @@ std::shared_ptr<Completions> Completions::open(std::shared_ptr<Domain> domain,
     // With the same-host lane a sleeping Node sleeps on the lane's wake-ups;
     // a provider without a descriptor (shm) is read between naps of 10 ms.
     auto cq = CompletionQueue::open(std::move(domain), cq_size, sleeping,
-                                    options.same_host != SameHost::off);
+                                    options.same_host == SameHost::lane ||
+                                        options.same_host == SameHost::enforced);
     auto q = std::make_shared<Completions>(Private{}, std::move(cq), endpoints, slots);
     q->sleeping_ = sleeping;
     q->yielding_ = options.waiting == Waiting::yield;

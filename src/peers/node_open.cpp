@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include <rdma/fi_errno.h>
 
@@ -117,7 +118,8 @@ std::shared_ptr<Node> Node::open(std::shared_ptr<const Selection> selection)
                 self->sleep(Deadline::after(std::chrono::milliseconds(ms)));
         }, node.get());
     }
-    if (const SameHost mode = selection->options().same_host; mode != SameHost::off) {
+    if (const SameHost mode = selection->options().same_host;
+        mode == SameHost::lane || mode == SameHost::enforced) {
         if (mode == SameHost::enforced)
             (void)::prctl(PR_SET_DUMPABLE, 0); // closes process_vm_* and /proc/<pid>/mem
         node->lanes_ = std::make_unique<detail::Lanes>(
@@ -138,6 +140,15 @@ std::shared_ptr<Node> Node::open_like(const Options& options, const NodeAddress&
     Options o = options;
     o.provider = peer.provider();
     o.kind = peer.kind();
+    // The peer named the provider, not the application: the lane stays
+    // automatic (on, unless the environment decides).
+    const auto unset = [](const char* name) {
+        const char* v = std::getenv(name);
+        return v == nullptr || *v == '\0';
+    };
+    if (o.same_host == SameHost::automatic && options.provider.empty() && unset("WEFT_PROVIDER") &&
+        unset("WEFT_SAME_HOST"))
+        o.same_host = SameHost::lane;
     return open(o);
 }
 

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include <rdma/fi_errno.h>
 
@@ -55,30 +57,43 @@ const fi_info* entry_to_use(const Options& o, const fi_info* list, std::string& 
     return list;
 }
 
-/// Options::same_host, or WEFT_SAME_HOST (off, lane, enforced) where it is off.
-SameHost same_host_of(const Options& o)
+/// Options::same_host resolved, and what decided it when the application
+/// left it automatic: WEFT_SAME_HOST (off, lane, enforced) where set, else the
+/// lane unless `named` (who named the provider, e.g. "WEFT_PROVIDER=shm") is
+/// not empty.
+std::pair<SameHost, std::string> same_host_of(const Options& o, const std::string& named)
 {
     const std::string v = env("WEFT_SAME_HOST");
-    if (v.empty() || v == "off")
-        return o.same_host;
-    if (v == "lane" || v == "enforced")
-        return o.same_host != SameHost::off ? o.same_host
-               : v == "lane"                ? SameHost::lane
-                                            : SameHost::enforced;
-    throw UsageError("select", -FI_EINVAL, "",
-                     fmt::format("WEFT_SAME_HOST={}: it takes off, lane or enforced "
-                                 "(Options::same_host)",
-                                 v));
+    if (!v.empty() && v != "off" && v != "lane" && v != "enforced")
+        throw UsageError("select", -FI_EINVAL, "",
+                         fmt::format("WEFT_SAME_HOST={}: it takes off, lane or enforced "
+                                     "(Options::same_host)",
+                                     v));
+    if (o.same_host != SameHost::automatic)
+        return {o.same_host, {}};
+    if (!v.empty())
+        return {v == "off" ? SameHost::off : v == "lane" ? SameHost::lane : SameHost::enforced,
+                "WEFT_SAME_HOST=" + v};
+    if (named.empty())
+        return {SameHost::lane, "automatic: no provider was named"};
+    return {SameHost::off, fmt::format("automatic: {} named the provider", named)};
+}
+
+/// Who named the provider, when the application or its environment did.
+std::string named_by(const Options& o)
+{
+    if (!o.provider.empty())
+        return "Options::provider";
+    const std::string v = env("WEFT_PROVIDER");
+    return v.empty() ? std::string{} : "WEFT_PROVIDER=" + v;
 }
 
 Selection finish(const Options& options, InfoPtr list, std::string reason,
-                 std::vector<Rejection> rejected, bool fell_back)
+                 std::vector<Rejection> rejected, bool fell_back, const std::string& named)
 {
     Options o = options;
-    o.same_host = same_host_of(options);
-    std::string same_host_from = o.same_host != options.same_host
-                                     ? "WEFT_SAME_HOST=" + env("WEFT_SAME_HOST")
-                                     : std::string{};
+    auto [same_host, same_host_from] = same_host_of(options, named);
+    o.same_host = same_host;
     const std::string_view prov = list->fabric_attr->prov_name;
     if (o.force_mr_mode && providers::is_layered(prov))
         throw UsageError("select", -FI_EINVAL, std::string(prov),
@@ -176,10 +191,11 @@ std::string Selection::report() const
     const std::string env_note =
         same_host_from_.empty() ? std::string{} : fmt::format(" ({})", same_host_from_);
     switch (options_.same_host) {
+    case SameHost::automatic: // resolved by select(): never here
     case SameHost::off:
-        out += fmt::format("weft:   same host: {} like any peer (SameHost::lane or "
-                           "WEFT_SAME_HOST=lane takes weft's same-host lane)\n",
-                           provider());
+        out += fmt::format("weft:   same host: {} like any peer{}; SameHost::lane or "
+                           "WEFT_SAME_HOST=lane takes weft's same-host lane\n",
+                           provider(), env_note);
         break;
     case SameHost::lane:
         out += fmt::format("weft:   same host: weft's lane{} for peers whose address proves them "
@@ -201,7 +217,7 @@ std::string Selection::report() const
 
 Selection select(const Options& o)
 {
-    (void)same_host_of(o); // a WEFT_SAME_HOST that means nothing, before anything else
+    (void)same_host_of(o, {}); // a WEFT_SAME_HOST that means nothing, before anything else
     (void)providers::prepare_all();
     std::string requested = o.provider;
     std::string source = "Options::provider";
@@ -235,7 +251,8 @@ Selection select(const Options& o)
             throw Error("fi_getinfo", -FI_ENODATA, req.path,
                         fmt::format("provider {} ({}) is not usable: {}", req.path, source,
                                     explain(o, a)));
-        return finish(o, std::move(list), fmt::format("requested by {}", source), {}, false);
+        return finish(o, std::move(list), fmt::format("requested by {}", source), {}, false,
+                      source);
     }
 
     std::vector<Rejection> rejected;
@@ -258,7 +275,8 @@ Selection select(const Options& o)
         if (!e.found.empty())
             reason += fmt::format(" ({})", e.found);
         const bool fell_back = rdma_rejected && !t->rdma;
-        return finish(o, std::move(e.list), std::move(reason), std::move(rejected), fell_back);
+        return finish(o, std::move(e.list), std::move(reason), std::move(rejected), fell_back,
+                      {});
     }
     throw Error("fi_getinfo", -FI_ENODATA, "",
                 fmt::format("no provider fits{}:{}{}",
@@ -281,7 +299,9 @@ Selection select_for_peer(const Options& o, std::string_view provider, EndpointK
         throw Error("fi_getinfo", -FI_ENODATA, std::string(provider),
                     fmt::format("the peer chose {} ({}), which is not usable here: {}", provider,
                                 to_string(kind), explain(o, a)));
-    return finish(o, std::move(list), fmt::format("the peer chose {}", provider), {}, false);
+    // The peer's choice, not the application's: the lane stays automatic.
+    return finish(o, std::move(list), fmt::format("the peer chose {}", provider), {}, false,
+                  named_by(o));
 }
 
 std::string explain_enodata(const Options& o, std::string_view provider, EndpointKind kind)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The ping-pong's command line: `weft pingpong`'s options, into a Config.
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,11 @@ using std::chrono::seconds;
 
 void add_options(CLI::App& app, Config& cfg)
 {
+    // The ping-pong measures the provider it reports, co-located ends too: the
+    // lane only when asked (--lane), or where WEFT_SAME_HOST decides.
+    const char* same_host = std::getenv("WEFT_SAME_HOST");
+    cfg.options.same_host =
+        same_host != nullptr && *same_host != '\0' ? SameHost::automatic : SameHost::off;
     auto* server = app.add_option("--server", cfg.listen,
                                   "serve one client on [HOST:]PORT (side channel; the fabric "
                                   "listens on the same host)");
@@ -39,7 +45,8 @@ void add_options(CLI::App& app, Config& cfg)
     app.add_flag("--shm", cfg.options.allow_shm,
                  "allow shared memory (both ends on this host)");
     app.add_flag_callback("--lane", [&] { cfg.options.same_host = SameHost::lane; },
-                          "the same-host lane between co-located ends (Options::same_host)");
+                          "the same-host lane between co-located ends (Options::same_host; "
+                          "default: the provider carries them, unless WEFT_SAME_HOST says)");
     app.add_option("--domain", cfg.options.domain, "pin a domain / interface (lo, eth0, rxe0)");
     app.add_option("--bind", cfg.options.node, "local address the fabric binds to");
     app.add_option_function<std::string>(

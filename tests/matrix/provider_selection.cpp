@@ -19,7 +19,10 @@ struct EnvGuard {
     {
         if (const char* old = std::getenv(name))
             old_ = old;
-        ::setenv(name, value, 1);
+        if (value != nullptr)
+            ::setenv(name, value, 1);
+        else
+            ::unsetenv(name);
     }
     ~EnvGuard()
     {
@@ -83,14 +86,30 @@ TEST_CASE("select: WEFT_PROVIDER and Options::provider override the order", "[se
     CHECK_THAT(s.reason(), Catch::Contains("Options::provider"));
 }
 
-TEST_CASE("select: WEFT_SAME_HOST turns the same-host lane on where Options left it off, and "
-          "the report says so",
+TEST_CASE("select: the same-host lane is on unless a provider is named; WEFT_SAME_HOST decides "
+          "where Options left it automatic; the report says which and why",
           "[select][lane]")
 {
     if (test::unavailable({"tcp", EndpointKind::msg}))
         return;
+    EnvGuard no_provider("WEFT_PROVIDER", nullptr);
+    EnvGuard no_lane("WEFT_SAME_HOST", nullptr);
     Options o;
+    REQUIRE(o.same_host == SameHost::automatic);
+    {
+        const Selection s = select(o); // nothing named: the lane
+        CHECK(s.options().same_host == SameHost::lane);
+        CHECK_THAT(s.report(),
+                   Catch::Contains("same host: weft's lane (automatic: no provider was named)"));
+    }
     o.provider = "tcp";
+    {
+        const Selection s = select(o); // named: what it names carries co-located peers too
+        CHECK(s.options().same_host == SameHost::off);
+        CHECK_THAT(s.report(), Catch::Contains("like any peer (automatic: Options::provider "
+                                               "named the provider); SameHost::lane or "
+                                               "WEFT_SAME_HOST=lane"));
+    }
     {
         EnvGuard env("WEFT_SAME_HOST", "lane");
         const Selection s = select(o);
@@ -102,13 +121,19 @@ TEST_CASE("select: WEFT_SAME_HOST turns the same-host lane on where Options left
         CHECK_THAT(select(asked).report(), !Catch::Contains("WEFT_SAME_HOST"));
     }
     {
+        EnvGuard env("WEFT_SAME_HOST", "off");
+        Options any;
+        CHECK(select(any).options().same_host == SameHost::off);
+        CHECK_THAT(select(any).report(), Catch::Contains("like any peer (WEFT_SAME_HOST=off)"));
+    }
+    {
         EnvGuard env("WEFT_SAME_HOST", "yes");
         CHECK_THROWS_WITH(select(o), Catch::Contains("WEFT_SAME_HOST=yes") &&
                                          Catch::Contains("off, lane or enforced"));
     }
-    const Selection off = select(o);
-    CHECK(off.options().same_host == SameHost::off);
-    CHECK_THAT(off.report(), Catch::Contains("like any peer (SameHost::lane or WEFT_SAME_HOST=lane"));
+    Options off = o;
+    off.same_host = SameHost::off;
+    CHECK(select(off).options().same_host == SameHost::off);
 }
 
 TEST_CASE("select: FI_PROVIDER is respected and named", "[select]")

@@ -69,7 +69,7 @@ int write_blocks(const Options& o, const std::vector<std::string>& readers)
         std::memset(src.back()->data(), 0x5a, block);
     }
     for (auto& c : to) // the lane asked for: every reader on it, or the run proves nothing
-        if (o.same_host != SameHost::off && !c.node().on_lane(c.peer_id())) {
+        if (o.same_host == SameHost::lane && !c.node().on_lane(c.peer_id())) {
             std::printf("WRITING off the lane: %s\n", c.node().path(c.peer_id()).c_str());
             std::fflush(stdout);
             return 1;

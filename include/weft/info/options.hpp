@@ -73,6 +73,12 @@ struct RetryPolicy {
 /// Peers on this host (the same boot, network and pid namespaces), as their
 /// Node addresses prove it (docs/same-host-lane.md).
 enum class SameHost : std::uint8_t {
+    /// The default: `lane` unless a provider was named (Options::provider or
+    /// WEFT_PROVIDER), which then carries co-located peers too (`off`): a
+    /// provider-matrix test exercises the provider it names. WEFT_SAME_HOST
+    /// (off, lane, enforced) decides instead where it is set. The selection
+    /// report says which it became, and why.
+    automatic,
     /// libfabric alone, as for any peer.
     off,
     /// weft's same-host lane beside libfabric: RMA to memory weft allocated
@@ -106,8 +112,8 @@ struct SelectionOptions {
     /// (FI_MR_VIRT_ADDR, FI_MR_PROV_KEY, FI_MR_LOCAL): exercises both addressing
     /// paths on providers that accept them.
     std::uint64_t force_mr_mode = 0;
-    /// The same-host lane for co-located peers (off unless asked).
-    SameHost same_host = SameHost::off;
+    /// The same-host lane for co-located peers (on unless a provider is named).
+    SameHost same_host = SameHost::automatic;
 };
 
 /// Who drives progress, and how waits wait (Completions, ProgressThread).

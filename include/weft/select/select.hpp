@@ -28,8 +28,9 @@ struct Rejection {
 /// The outcome of provider selection.
 class Selection {
 public:
-    /// `same_host_from`: the environment that set options.same_host
-    /// ("WEFT_SAME_HOST=lane"), or empty when Options did.
+    /// `same_host_from`: what decided options.same_host where the application
+    /// left it automatic ("WEFT_SAME_HOST=lane", "automatic: no provider was
+    /// named"), or empty when Options did.
     Selection(Info info, std::string reason, std::vector<Rejection> rejected, bool fell_back,
               bool progress_thread, Options options, std::string same_host_from = {});
 
