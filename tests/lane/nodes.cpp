@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -82,6 +83,45 @@ TEST_CASE("lane node: co-located Nodes take the lane and say so; others say why 
     CHECK_FALSE(d->address().same_host());
     CHECK_THAT(d->selection().report(), Catch::Contains("same host: shm like any peer"));
     CHECK_THAT(d->path(d->add_peer(t.a->address())), Catch::Contains("the same-host lane is off"));
+}
+
+TEST_CASE("lane node: Nodes opened with default Options take the lane by themselves; a named "
+          "provider carries its co-located peers itself; the report says which and why",
+          "[lane][node]")
+{
+    // The application's environment decides otherwise: this is about the default.
+    for (const char* v : {"WEFT_PROVIDER", "WEFT_SAME_HOST"})
+        if (const char* set = std::getenv(v); set != nullptr && *set != '\0') {
+            WARN(v << "=" << set << " is set: the default is not what runs");
+            return;
+        }
+    auto a = Node::open();
+    auto b = Node::open();
+    CHECK_THAT(a->selection().report(),
+               Catch::Contains("same host: weft's lane (automatic: no provider was named)"));
+    const PeerId to_b = a->add_peer(b->address());
+    (void)b->add_peer(a->address());
+    CHECK(a->on_lane(to_b));
+    CHECK_THAT(a->path(to_b), Catch::Contains("same-host lane to pid"));
+    auto inbox = b->allocate(64, Access::remote_write);
+    auto src = a->allocate(8, Access::local);
+    std::memcpy(src->data(), "by lane", 7);
+    int ctx = 0;
+    a->write_notify(to_b, src->slice(0, 7), inbox->remote(), 0, 5, &ctx);
+    (void)a->wait(&ctx, soon());
+    CHECK(b->wait_for(Op::notify, soon()).data == 5);
+    CHECK(std::memcmp(inbox->data(), "by lane", 7) == 0);
+
+    Options named;
+    named.provider = std::string(a->provider());
+    auto c = Node::open(named);
+    CHECK_FALSE(c->address().same_host());
+    CHECK_THAT(c->selection().report(),
+               Catch::Contains("like any peer (automatic: Options::provider named the provider)"));
+    // A Node opened like a peer's (the peer chose the provider) keeps the lane.
+    auto d = Node::open_like({}, a->address());
+    CHECK(d->selection().options().same_host == SameHost::lane);
+    CHECK(d->address().same_host());
 }
 
 TEST_CASE("lane node: a read-only export stays read-only whatever the writer claims",
