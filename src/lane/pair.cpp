@@ -320,31 +320,17 @@ void Pair::cross_copy(const Mapped& m, std::uint64_t at, std::byte* here, std::s
     }
 }
 
-void Pair::write(const Target& to, std::span<const std::byte> src)
+void Pair::copy_other(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len,
+                      bool write)
 {
-    const Mapped& m = region(to.key, "write");
-    const std::uint64_t at = position(m, to, src.size(), true);
-    if (src.empty())
+    if (len == 0)
         return; // checked, and nothing to copy (memcpy wants no null source)
-    if (m.memory) [[likely]] {
-        std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + at), src.data(), src.size());
+    if (m.memory) {
+        auto* there = reinterpret_cast<std::byte*>(m.offer.address + at);
+        std::memcpy(write ? there : here, write ? here : there, len);
         return;
     }
-    cross_copy(m, at, const_cast<std::byte*>(src.data()), src.size(), true);
-}
-
-void Pair::read(const Target& from, std::span<std::byte> dst)
-{
-    const Mapped& m = region(from.key, "read");
-    const std::uint64_t at = position(m, from, dst.size(), false);
-    if (dst.empty())
-        return;
-    if (m.memory) [[likely]] {
-        std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + at),
-                    dst.size());
-        return;
-    }
-    cross_copy(m, at, dst.data(), dst.size(), false);
+    cross_copy(m, at, here, len, write);
 }
 
 } // namespace weft::lane

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -117,8 +118,27 @@ public:
     /// offered no such region (or withdrew it), it is not writable, or the
     /// range leaves it; weft::Error when the kernel refuses the copy (naming
     /// why); peer_lost() when the peer has gone.
-    void write(const Target& to, std::span<const std::byte> src);
-    void read(const Target& from, std::span<std::byte> dst);
+    void write(const Target& to, std::span<const std::byte> src)
+    {
+        const Mapped& m = region(to.key, "write");
+        const std::uint64_t at = position(m, to, src.size(), true);
+        if (m.memory && !src.empty()) [[likely]] { // a segment: inline, a memcpy
+            std::memcpy(reinterpret_cast<std::byte*>(m.offer.address + at), src.data(), src.size());
+            return;
+        }
+        copy_other(m, at, const_cast<std::byte*>(src.data()), src.size(), true);
+    }
+    void read(const Target& from, std::span<std::byte> dst)
+    {
+        const Mapped& m = region(from.key, "read");
+        const std::uint64_t at = position(m, from, dst.size(), false);
+        if (m.memory && !dst.empty()) [[likely]] {
+            std::memcpy(dst.data(), reinterpret_cast<const std::byte*>(m.offer.address + at),
+                        dst.size());
+            return;
+        }
+        copy_other(m, at, dst.data(), dst.size(), false);
+    }
     /// Whether the peer offered `key` (its channel read first on a miss).
     bool knows(std::uint64_t key);
     /// Whether this side can copy to and from the peer's region `key`: a
@@ -193,6 +213,9 @@ private:
     }
     const Mapped& region_slow(std::uint64_t key, const char* op);
     void handle(UnixChannel::Message& m);
+    /// write()/read() where `m` is not a segment (or nothing is copied).
+    void copy_other(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len,
+                    bool write);
     /// [at, +len) of `m` and `here`, by process_vm_writev (`write`) or _readv.
     void cross_copy(const Mapped& m, std::uint64_t at, std::byte* here, std::size_t len, bool write);
     [[noreturn]] void copy_failed(const char* call, const Mapped& m, std::uint64_t offset,

@@ -25,15 +25,18 @@ lane::Pair::Target target_of(const RemoteRegion& r, std::uint64_t address)
 /// process_vm_* to the peer and the region is not a segment the peer shares
 /// (then libfabric carries it). A region the peer never offered: true, and the
 /// lane's copy refuses it as a provider's target would.
-bool reaches(lane::Pair& pair, const RemoteRegion& r)
+[[gnu::noinline]] bool reaches_slow(lane::Pair& pair, const RemoteRegion& r)
 {
-    if (pair.cross_copy_refused().empty()) [[likely]]
-        return true; // every region is: no lookup on the data path
     try {
         return pair.copies(r.key(), "access");
     } catch (const Error&) {
         return true;
     }
+}
+inline bool reaches(lane::Pair& pair, const RemoteRegion& r)
+{
+    // Where the kernel allows process_vm_*, every region is: no lookup.
+    return pair.cross_copy_refused().empty() || reaches_slow(pair, r);
 }
 
 } // namespace
