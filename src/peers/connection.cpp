@@ -8,7 +8,9 @@
 #include "check.hpp"
 
 #include <array>
+#include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 #include <rdma/fi_errno.h>
 
@@ -206,7 +208,7 @@ Connection Connection::connect(std::string_view host_port, const Options& option
                 opts, server.provider(), server.kind(), server.addr_format(),
                 server.fabric_address().data(), server.fabric_address().size())));
         }
-        const PeerId peer = node->add_peer(server, offer.token);
+        PeerId peer = node->add_peer(server, offer.token);
         // A Node shared with other connections keeps them if this one fails.
         struct Undo {
             Node& node;
@@ -218,12 +220,31 @@ Connection Connection::connect(std::string_view host_port, const Options& option
                     node.retire_peer(peer);
             }
         } undo{*node, peer};
-        node->connect(peer, deadline); // MSG: admitted with the token; RDM: nothing to do
-        side.send(detail::Frame::ready, node->address().encode(), deadline);
-        // The server adds this side as a peer before it answers; the wait
-        // drives this Node, so the server's hello (MSG) is taken meanwhile.
-        (void)side.readable_while([&] { node->progress(); }, deadline, std::chrono::milliseconds(1));
-        (void)side.receive(detail::Frame::ready, deadline);
+        // The server's answer to `ready` is empty, or (a Node its co-located
+        // clients on the same-host lane share, and this side is off that lane)
+        // the offer of a Node of this client's own: then once more with that.
+        for (int offers = 1;; ++offers) {
+            node->connect(peer, deadline); // MSG: admitted with the token; RDM: nothing to do
+            side.send(detail::Frame::ready, node->address().encode(), deadline);
+            // The server adds this side as a peer before it answers; the wait
+            // drives this Node, so the server's hello (MSG) is taken meanwhile.
+            (void)side.readable_while([&] { node->progress(); }, deadline,
+                                      std::chrono::milliseconds(1));
+            const auto answer = side.receive(detail::Frame::ready, deadline);
+            if (answer.empty())
+                break;
+            const Offer own = decode_offer(answer);
+            if (offers > 1 || own.node.provider() != server.provider() ||
+                own.node.kind() != server.kind())
+                throw Error("connect", -EPROTO, server.provider(),
+                            fmt::format("protocol error: the server at {} answered this side's "
+                                        "ready with a second offer it cannot take (a third, or "
+                                        "another provider's)",
+                                        host_port));
+            const PeerId first = std::exchange(peer, node->add_peer(own.node, own.token));
+            undo.peer = peer;
+            node->retire_peer(first);
+        }
         node->watch(peer, side.fd()); // a server that exits is lost at once
         undo.armed = false;
         Connection c(std::move(node), peer, std::move(side));

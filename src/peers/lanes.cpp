@@ -41,6 +41,13 @@ lane::Host host_of(const NodeAddress::SameHost& h)
 
 } // namespace
 
+std::string lane_refusal(const NodeAddress& theirs)
+{
+    if (!theirs.same_host())
+        return "its address has no same-host part (its Node's lane is off, or another host's)";
+    return lane::refusal(lane::this_host(), host_of(*theirs.same_host()));
+}
+
 Lanes::Lanes(std::uint64_t instance, SameHost mode, std::shared_ptr<Domain> domain,
              Completions& q, int epoll_fd, std::size_t max_message, PeerFor peer_for)
     : instance_(instance), mode_(mode), domain_(std::move(domain)), q_(q), epoll_fd_(epoll_fd),
@@ -100,15 +107,11 @@ void Lanes::begin(PeerId peer, const NodeAddress& theirs)
     Link& l = link(peer);
     if (l.own != nullptr || l.decided)
         return;
-    if (!theirs.same_host()) {
-        l.why = "its address has no same-host part (its Node's lane is off, or another host's)";
+    if (std::string no = lane_refusal(theirs); !no.empty()) {
+        l.why = std::move(no);
         return;
     }
     const NodeAddress::SameHost& h = *theirs.same_host();
-    if (const std::string no = lane::refusal(lane::this_host(), host_of(h)); !no.empty()) {
-        l.why = no;
-        return;
-    }
     try {
         auto pair = std::make_unique<lane::Pair>(lane::Pair::start(
             lane::UnixChannel::connect(h.lane, Deadline::after(control_deadline)), instance_,

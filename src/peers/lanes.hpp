@@ -37,6 +37,10 @@ inline constexpr auto lane_patience = std::chrono::seconds(2);
 /// read_ranges() on the lane where the provider has no say (MSG, not connected).
 inline constexpr std::size_t lane_read_ranges_limit = 64;
 
+/// Why a Node with its lane on cannot take the lane to the Node at `theirs`
+/// (no same-host part, another host or namespaces); empty: it can try.
+std::string lane_refusal(const NodeAddress& theirs);
+
 class Lanes final : public RegionWatcher, public SideSource {
 public:
     /// The PeerId of a co-located peer known by its instance (made if new);

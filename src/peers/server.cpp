@@ -27,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "lanes.hpp"
 #include "offer.hpp"
 #include "random.hpp"
 #include "side_wire.hpp"
@@ -114,6 +115,8 @@ void Server::State::on_frame(Pending& p, const detail::side::Received& frame)
             detail::side_fail(-EPROTO,
                               fmt::format("protocol error: {} sent its ready twice", p.peer()));
         p.client = NodeAddress::decode(frame.payload);
+        if (p.shared_lane && !detail::lane_refusal(*p.client).empty())
+            return offer_own_node(p);
         if (msg() && p.client->instance() != p.admitted)
             detail::side_fail(-EPROTO, fmt::format("protocol error: {} sent the address of a Node "
                                                    "other than the one that connected with its "
@@ -133,14 +136,33 @@ void Server::State::send_offer(Pending& p)
     p.token = make_token();
     // A peer that dies can wedge a shared RDM endpoint on some providers
     // (shm keeps its commands at the head of the queue): there, each
-    // connection gets a Node of its own ("faults: a client killed mid-stream").
-    if (node_handed_out && node->domain()->quirks().dead_peer_blocks_endpoint)
+    // connection gets a Node of its own ("faults: a client killed mid-stream")
+    // unless the same-host lane carries it. Clients on the lane put nothing in
+    // the provider's queues, so they share one Node, and one registration
+    // serves them all; one that turns out off the lane (its `ready`) is
+    // offered a Node of its own then.
+    const bool splits = node->domain()->quirks().dead_peer_blocks_endpoint;
+    const SameHost lane = selection->options().same_host;
+    if (splits && !msg() && (lane == SameHost::lane || lane == SameHost::enforced)) {
+        p.shared_lane = true;
+    } else if (node_handed_out && splits) {
         node = open_node();
+    }
     node_handed_out = true;
     p.node = node;
     const Offer offer{{p.token.begin(), p.token.end()}, node->address(), selection->report()};
     p.stream.queue(detail::Frame::offer, encode(offer));
     p.step = Pending::Step::fabric;
+}
+
+void Server::State::offer_own_node(Pending& p)
+{
+    p.token = make_token();
+    p.node = open_node();
+    p.shared_lane = false;
+    p.client.reset();
+    const Offer offer{{p.token.begin(), p.token.end()}, p.node->address(), selection->report()};
+    p.stream.queue(detail::Frame::ready, encode(offer)); // not ready: this Node instead
 }
 
 void Server::State::progress_nodes()

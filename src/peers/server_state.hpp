@@ -39,6 +39,7 @@ struct Pending {
     PeerId id;                        // the client on `node`, once added
     bool fabric_up = false;           // connected and greeted (MSG), added (RDM)
     bool ready_in = false;            // the client's `ready` arrived
+    bool shared_lane = false;         // `node` is the one co-located clients on the lane share
 
     Pending(detail::Fd fd, std::string peer, std::string_view secret, Deadline deadline_)
         : stream(std::move(fd), std::move(peer)), hello(secret), deadline(deadline_)
@@ -101,6 +102,9 @@ struct Server::State {
     std::shared_ptr<Node> open_node();
     bool admit(std::uint64_t instance, std::span<const std::byte> token);
     void send_offer(detail::server::Pending& p);
+    /// The client's `ready` showed it off the lane of a Node that only clients
+    /// on the lane share: the offer of a Node of its own, in the answer.
+    void offer_own_node(detail::server::Pending& p);
     void advance_fabric(detail::server::Pending& p);
     void progress_nodes();
     void finish(std::list<detail::server::Pending>::iterator it);

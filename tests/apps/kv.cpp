@@ -200,7 +200,7 @@ TEST_CASE("kv: 64 client processes 16 deep, batch after batch: every value right
     CHECK(s.stop() == 0);
 }
 
-TEST_CASE("kv: a GET starts where its key was last found; a key moved, deleted or crowded out "
+TEST_CASE("kv: a GET starts where its key was last found: a key moved, deleted or crowded out "
           "since is found at its new place, or not at all",
           "[kv][app][process]")
 {

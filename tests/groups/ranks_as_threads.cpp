@@ -116,7 +116,7 @@ TEST_CASE("group: a rank that never joins is named by the others' timeout, and b
     }
 }
 
-TEST_CASE("group: a rank with nothing to expose gives the empty RemoteRegion to all_gather; "
+TEST_CASE("group: a rank with nothing to expose gives the empty RemoteRegion to all_gather: "
           "every rank gets it as no region, and the others' regions work",
           "[group]")
 {

@@ -43,7 +43,7 @@ struct Two {
 
 } // namespace
 
-TEST_CASE("lane node: co-located Nodes take the lane and say so; others say why not",
+TEST_CASE("lane node: co-located Nodes take the lane and say so, others say why not",
           "[lane][node]")
 {
     WEFT_REQUIRE_CELL(shm_lane);
@@ -85,8 +85,8 @@ TEST_CASE("lane node: co-located Nodes take the lane and say so; others say why 
     CHECK_THAT(d->path(d->add_peer(t.a->address())), Catch::Contains("the same-host lane is off"));
 }
 
-TEST_CASE("lane node: Nodes opened with default Options take the lane by themselves; a named "
-          "provider carries its co-located peers itself; the report says which and why",
+TEST_CASE("lane node: Nodes opened with default Options take the lane by themselves, a named "
+          "provider carries its co-located peers itself, and the report says which and why",
           "[lane][node]")
 {
     // The application's environment decides otherwise: this is about the default.

@@ -86,8 +86,8 @@ TEST_CASE("select: WEFT_PROVIDER and Options::provider override the order", "[se
     CHECK_THAT(s.reason(), Catch::Contains("Options::provider"));
 }
 
-TEST_CASE("select: the same-host lane is on unless a provider is named; WEFT_SAME_HOST decides "
-          "where Options left it automatic; the report says which and why",
+TEST_CASE("select: the same-host lane is on unless a provider is named, WEFT_SAME_HOST decides "
+          "where Options left it automatic, and the report says which and why",
           "[select][lane]")
 {
     if (test::unavailable({"tcp", EndpointKind::msg}))

@@ -164,7 +164,7 @@ TEST_CASE("least privilege: a forged descriptor gets no more than was exported",
 }
 
 TEST_CASE("misuse: where RDM reconnects behind a refusal, it may be lost when the next operation "
-          "comes after the reconnect; elsewhere it is reported all the same",
+          "comes after the reconnect, and elsewhere it is reported all the same",
           "[matrix][edges][revoke]")
 {
     WEFT_EACH_CELL(c);

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// A Server on shm with the same-host lane: clients on the lane share its one
+// Node (nothing of theirs goes through shm's queues, which a dead client could
+// wedge), so one registration serves them all; a client off the lane gets a
+// Node of its own, as every shm client did before.
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <map>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "support/cases.hpp"
+#include "support/pattern.hpp"
+
+using namespace weft;
+using namespace std::chrono_literals;
+using weft::test::soon;
+
+TEST_CASE("lane server: on shm, clients on the same-host lane share the server's one Node and one "
+          "registration, and a client off the lane gets a Node of its own",
+          "[lane][server]")
+{
+    const test::Case c{"shm", EndpointKind::rdm, SameHost::lane};
+    WEFT_REQUIRE_CELL(c);
+    const Options o = test::options_for(c);
+    Server server(o, test::test_address(), 0);
+    const Options on = test::client_options(server, o);
+    Options off = on;
+    off.same_host = SameHost::off;
+    constexpr int clients_on_lane = 3;
+    std::vector<std::future<Connection>> pending;
+    for (int i = 0; i <= clients_on_lane; ++i) // the last one off the lane
+        pending.push_back(std::async(std::launch::async, [&, i, port = server.port()] {
+            return Connection::connect(test::at(port), i < clients_on_lane ? on : off, soon(60s));
+        }));
+    std::vector<Connection> ends;
+    for (int i = 0; i <= clients_on_lane; ++i)
+        ends.push_back(server.accept(soon(60s)));
+    std::vector<Connection> clients;
+    for (auto& f : pending)
+        clients.push_back(f.get());
+
+    std::map<Node*, int> nodes; // the server's Nodes, and how many clients each serves
+    for (auto& e : ends)
+        ++nodes[&e.node()];
+    REQUIRE(nodes.size() == 2);
+    Node* shared = std::max_element(nodes.begin(), nodes.end(), [](auto& a, auto& b) {
+                       return a.second < b.second;
+                   })->first;
+    CHECK(nodes[shared] == clients_on_lane);
+
+    // One registration on the shared Node; the Node of its own registers it again.
+    auto table = shared->allocate(4096, Access::remote_read);
+    test::fill_pattern(table->bytes(), 37);
+    std::vector<std::shared_ptr<MemoryRegion>> kept;
+    std::vector<Connection*> all;
+    std::vector<RemoteRegion> offers;
+    for (auto& e : ends) {
+        all.push_back(&e);
+        if (&e.node() == shared) {
+            offers.push_back(table->remote());
+        } else {
+            kept.push_back(e.node().register_memory(table->bytes(), Access::remote_read));
+            offers.push_back(kept.back()->remote());
+        }
+    }
+    for (auto& cl : clients) {
+        all.push_back(&cl);
+        offers.push_back(kept.emplace_back(cl.allocate(8, Access::remote_read))->remote());
+    }
+    const auto learnt = test::exchange_all(all, offers);
+
+    int on_lane = 0;
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+        Connection& cl = clients[i];
+        const RemoteRegion& r = learnt[ends.size() + i];
+        const bool lane = cl.node().on_lane(cl.peer_id());
+        on_lane += lane ? 1 : 0;
+        CHECK(lane == (i < clients_on_lane));
+        if (lane)
+            CHECK(r.key() == table->remote().key()); // the one registration
+        auto dst = cl.allocate(4096, Access::local);
+        int ctx = 0;
+        cl.read(dst->all(), r, 0, &ctx);
+        (void)cl.wait(&ctx, soon());
+        CHECK(std::memcmp(dst->data(), table->data(), 4096) == 0);
+    }
+    CHECK(on_lane == clients_on_lane);
+}
