@@ -258,21 +258,27 @@ std::vector<std::pair<PeerId, std::string>> Lanes::tend(bool now)
         try {
             // This side's hello waits until the peer's says who it is, and
             // the Node takes it (a gate may not, or not yet).
-            unmatched_.push_back(std::make_unique<lane::Pair>(
-                lane::Pair::start(std::move(*ch), instance_, 0, ring_slots_for(max_message_),
-                                  Deadline::after(control_deadline), false)));
+            unmatched_.push_back(
+                {std::make_unique<lane::Pair>(lane::Pair::start(
+                     std::move(*ch), instance_, 0, ring_slots_for(max_message_),
+                     Deadline::after(control_deadline), false)),
+                 t + control_deadline});
         } catch (const Error&) {
             // A connection that went at once: nothing to keep.
         }
     }
     for (std::size_t i = 0; i < unmatched_.size();) {
+        auto& [pair, hello_by] = unmatched_[i];
         bool done = false;
         try {
-            done = unmatched_[i]->finish(Deadline::after(std::chrono::nanoseconds(0))) &&
-                   adopt(unmatched_[i]);
-            if (!done && unmatched_[i]->ready()) {
-                pollfd pfd{unmatched_[i]->channel_fd(), POLLRDHUP, 0};
+            done = pair->finish(Deadline::after(std::chrono::nanoseconds(0))) && adopt(pair);
+            if (!done && pair->ready()) {
+                pollfd pfd{pair->channel_fd(), POLLRDHUP, 0};
                 done = ::poll(&pfd, 1, 0) > 0; // not taken, and gone: forget it
+            } else if (!done) {
+                // A weft peer sends its hello as it connects: a connection
+                // silent this long is a stranger's, or a stuck one's.
+                done = t > hello_by;
             }
         } catch (const Error&) {
             done = true;

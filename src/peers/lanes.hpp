@@ -147,7 +147,11 @@ private:
     NodeAddress::SameHost address_;
     lane::UnixListener listener_;
     std::vector<Link> links_;                              // by PeerId index
-    std::vector<std::unique_ptr<lane::Pair>> unmatched_;   // accepted, hello not yet come
+    struct Unmatched {
+        std::unique_ptr<lane::Pair> pair;
+        Clock::time_point hello_by; // dropped, silent, after this
+    };
+    std::vector<Unmatched> unmatched_; // accepted, hello not yet come (or not admitted yet)
     std::unordered_map<std::uint64_t, const MemoryRegion*> regions_; // offered, by key
     std::vector<std::unique_ptr<Buffer>> buffers_;          // messages lent out
     std::vector<std::uint32_t> free_buffers_;

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: MIT
-// A Server on shm with the same-host lane: clients on the lane share its one
-// Node (nothing of theirs goes through shm's queues, which a dead client could
-// wedge), so one registration serves them all; a client off the lane gets a
-// Node of its own, as every shm client did before.
+// Who comes to a Node's lane. A Server on shm with the same-host lane: clients
+// on the lane share its one Node (nothing of theirs goes through shm's queues,
+// which a dead client could wedge), so one registration serves them all; a
+// client off the lane gets a Node of its own, as every shm client did before.
+// And strangers on a lane's listener cost its peers nothing.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <stdexcept>
+#include <thread>
 #include <future>
 #include <map>
 #include <vector>
@@ -12,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/cases.hpp"
+#include "support/open_fds.hpp"
 #include "support/pattern.hpp"
 
 using namespace weft;
@@ -88,4 +98,63 @@ TEST_CASE("lane server: on shm, clients on the same-host lane share the server's
         CHECK(std::memcmp(dst->data(), table->data(), 4096) == 0);
     }
     CHECK(on_lane == clients_on_lane);
+}
+
+namespace {
+
+/// A stranger's connection to an abstract AF_UNIX name, as the lane's listener has.
+int connect_abstract(const std::string& name)
+{
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path + 1, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0)
+        throw std::runtime_error("cannot connect to the lane's listener");
+    return fd;
+}
+
+} // namespace
+
+TEST_CASE("lane node: strangers on a Node's lane listener, silent or speaking garbage, hold up no "
+          "peer and are let go",
+          "[lane][node]")
+{
+    const test::Case c{"shm", EndpointKind::rdm, SameHost::lane};
+    WEFT_REQUIRE_CELL(c);
+    const Options o = test::options_for(c);
+    auto a = Node::open(o);
+    auto b = Node::open(o);
+    const PeerId to_a = b->add_peer(a->address());
+    const PeerId to_b = a->add_peer(b->address());
+    const std::string& listener = a->address().same_host()->lane;
+    const int silent = connect_abstract(listener);
+    const int garbage = connect_abstract(listener);
+    REQUIRE(::send(garbage, "GARBAGE!", 8, 0) == 8);
+    a->progress(); // takes both: the garbage is refused at once, the silent one waits
+    // The real peer is not held up.
+    REQUIRE(a->on_lane(to_b));
+    REQUIRE(b->on_lane(to_a));
+    auto inbox = a->allocate(64, Access::remote_write);
+    auto src = b->allocate(8, Access::local);
+    int ctx = 0;
+    b->write_notify(to_a, src->slice(0, 8), inbox->remote(), 0, 9, &ctx);
+    (void)b->wait(&ctx, soon());
+    CHECK(a->wait_for(Op::notify, soon()).data == 9);
+    // A weft peer says hello as it connects: a connection silent for 5 s is
+    // let go (the Node closes its end, and whatever it held with it).
+    const auto hung_up = [](int fd) {
+        pollfd p{fd, POLLRDHUP, 0};
+        return ::poll(&p, 1, 0) == 1;
+    };
+    CHECK(hung_up(garbage));
+    const auto until = Clock::now() + 8s;
+    while (Clock::now() < until && !hung_up(silent)) {
+        a->progress();
+        std::this_thread::sleep_for(50ms);
+    }
+    CHECK(hung_up(silent));
+    ::close(silent);
+    ::close(garbage);
 }
