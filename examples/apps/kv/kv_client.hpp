@@ -39,7 +39,7 @@ public:
         , requests_(c_.allocate(h_.g.depth * h_.g.request_size(), weft::Access::local))
         , lanes_(h_.g.depth)
         , batches_(h_.g.depth)
-        , batch_max_(c_.endpoint().quirks().ranges_wait_for_target // shm: one range a read is faster
+        , batch_max_(c_.domain()->quirks().ranges_wait_for_target // shm: one range a read is faster
                          ? 1
                          : std::min<std::size_t>(c_.read_ranges_limit(), max_batch))
     {
