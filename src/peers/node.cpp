@@ -308,8 +308,11 @@ void Node::sleep(Deadline deadline)
                          "open it with Waiting::sleep to sleep");
     epoll_event ev{};
     const int ms = deadline.remaining_ms();
-    const bool look = q_->queue()->naps() && !(lanes_ && lanes_->queue_quiet());
-    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, look ? std::min(ms, 10) : ms);
+    // A queue without a descriptor: the lane's timer, in the set, ends the
+    // sleep in 10 ms unless nothing can come on that queue.
+    if (q_->queue()->naps() && lanes_)
+        lanes_->before_sleep();
+    (void)::epoll_wait(epoll_fd_.get(), &ev, 1, ms);
 }
 
 void Node::progress()

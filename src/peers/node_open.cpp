@@ -7,13 +7,13 @@
 #include <sys/prctl.h>
 
 #include <cerrno>
-#include <cstdlib>
 
 #include <rdma/fi_errno.h>
 
 #include <fmt/format.h>
 
 #include "check.hpp"
+#include "getinfo.hpp"
 #include "lanes.hpp"
 #include "random.hpp"
 #include "weft/base/error.hpp"
@@ -142,12 +142,8 @@ std::shared_ptr<Node> Node::open_like(const Options& options, const NodeAddress&
     o.kind = peer.kind();
     // The peer named the provider, not the application: the lane stays
     // automatic (on, unless the environment decides).
-    const auto unset = [](const char* name) {
-        const char* v = std::getenv(name);
-        return v == nullptr || *v == '\0';
-    };
-    if (o.same_host == SameHost::automatic && options.provider.empty() && unset("WEFT_PROVIDER") &&
-        unset("WEFT_SAME_HOST"))
+    if (o.same_host == SameHost::automatic && options.provider.empty() &&
+        detail::env("WEFT_PROVIDER").empty() && detail::env("WEFT_SAME_HOST").empty())
         o.same_host = SameHost::lane;
     return open(o);
 }

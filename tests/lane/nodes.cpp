@@ -41,6 +41,24 @@ struct Two {
     }
 };
 
+/// Two sleeping Nodes on the lane, a's lane taken by b: from here on b is
+/// idle; b's inbox for a's notifications.
+struct Sleeping : Two {
+    std::shared_ptr<MemoryRegion> inbox;
+    Sleeping() : Two(options()), inbox(b->allocate(64, Access::remote_write))
+    {
+        REQUIRE(a->on_lane(to_b));
+        (void)b->poll_one();
+    }
+    static Options options()
+    {
+        Options o = test::options_for(shm_lane);
+        o.waiting = Waiting::sleep;
+        o.progress = Progress::polling;
+        return o;
+    }
+};
+
 } // namespace
 
 TEST_CASE("lane node: co-located Nodes take the lane and say so, others say why not",
@@ -262,15 +280,9 @@ TEST_CASE("lane node: a sleeping Node uses no CPU while idle and wakes for a not
           "[lane][node][sleep]")
 {
     WEFT_REQUIRE_CELL(shm_lane);
-    Options o = test::options_for(shm_lane);
-    o.waiting = Waiting::sleep;
-    o.progress = Progress::polling;
-    Two t(o);
-    auto inbox = t.b->allocate(64, Access::remote_write);
-    const RemoteRegion r = inbox->remote();
-    REQUIRE(t.a->on_lane(t.to_b));
+    Sleeping t;
+    const RemoteRegion r = t.inbox->remote();
     REQUIRE(t.b->fd() >= 0);
-    (void)t.b->poll_one(); // takes a's lane: from here on it is idle
     std::atomic<long> cpu_us{-1}, wakes{-1};
     std::atomic<std::uint32_t> got{0};
     std::thread sleeper([&] {
@@ -308,14 +320,8 @@ TEST_CASE("lane node: an event loop on Node::fd() gets what a co-located peer se
           "[lane][node][sleep]")
 {
     WEFT_REQUIRE_CELL(shm_lane);
-    Options o = test::options_for(shm_lane);
-    o.waiting = Waiting::sleep;
-    o.progress = Progress::polling;
-    Two t(o);
-    auto inbox = t.b->allocate(64, Access::remote_write);
-    const RemoteRegion r = inbox->remote();
-    REQUIRE(t.a->on_lane(t.to_b));
-    (void)t.b->poll_one(); // takes a's lane
+    Sleeping t;
+    const RemoteRegion r = t.inbox->remote();
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
     REQUIRE(ep >= 0);
     epoll_event ev{};

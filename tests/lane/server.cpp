@@ -28,13 +28,18 @@ using namespace weft;
 using namespace std::chrono_literals;
 using weft::test::soon;
 
+namespace {
+
+const test::Case shm_lane{"shm", EndpointKind::rdm, SameHost::lane};
+
+} // namespace
+
 TEST_CASE("lane server: on shm, clients on the same-host lane share the server's one Node and one "
           "registration, and a client off the lane gets a Node of its own",
           "[lane][server]")
 {
-    const test::Case c{"shm", EndpointKind::rdm, SameHost::lane};
-    WEFT_REQUIRE_CELL(c);
-    const Options o = test::options_for(c);
+    WEFT_REQUIRE_CELL(shm_lane);
+    const Options o = test::options_for(shm_lane);
     Server server(o, test::test_address(), 0);
     const Options on = test::client_options(server, o);
     Options off = on;
@@ -121,9 +126,8 @@ TEST_CASE("lane node: strangers on a Node's lane listener, silent or speaking ga
           "peer and are let go",
           "[lane][node]")
 {
-    const test::Case c{"shm", EndpointKind::rdm, SameHost::lane};
-    WEFT_REQUIRE_CELL(c);
-    const Options o = test::options_for(c);
+    WEFT_REQUIRE_CELL(shm_lane);
+    const Options o = test::options_for(shm_lane);
     auto a = Node::open(o);
     auto b = Node::open(o);
     const PeerId to_a = b->add_peer(a->address());
