@@ -378,7 +378,10 @@ std::size_t Completions::poll_slow(std::span<Completion> out)
     // past max_internal_reads a poll returns 0 with entries left, once.
     for (int reads = 0; n == 0 && read_any_ && reads < max_internal_reads; ++reads)
         n = drain(out);
-    if (in_flight_ <= 0 && !held_.empty())
+    // Regions the caller dropped go once nothing flies: looked for after a
+    // completion, and every 64th poll that found none (a poller spinning on
+    // its memory comes here between every two looks).
+    if (in_flight_ <= 0 && !held_.empty() && (n > 0 || (++idle_polls_ & 63u) == 0))
         release_idle();
     return lend(out.first(n));
 }

@@ -21,8 +21,6 @@ int deadline_ms(Deadline d) noexcept { return d.remaining_ms(); }
 template <class Pred>
 Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* what)
 {
-    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
-    spun_out_ = false;
     if (!lent_.empty())
         repost_lent();
     auto take = [&](Completion c) {
@@ -32,10 +30,15 @@ Completion Completions::wait_until(Pred&& pred, Deadline deadline, const char* w
     };
     for (std::size_t i = 0; i < deferred_.size(); ++i)
         if (pred(deferred_[i])) {
+            spun_out_ = false;
             const Completion c = deferred_[i];
             deferred_.erase(i);
             return take(c);
         }
+    // Whether the deadline had passed before the wait began (its error says
+    // so): the clock read once what weft holds already did not answer.
+    const bool late = deadline.expired() && !std::exchange(spun_out_, false);
+    spun_out_ = false;
     std::uint32_t spins = 0;
     Rhythm rhythm = this->rhythm();
     bool woke_at_once = false; // the last sleep returned within 50 us

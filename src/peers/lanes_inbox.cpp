@@ -82,16 +82,21 @@ std::size_t Lanes::pull(std::span<Completion> out)
         out[n++] = leftover_.front();
         leftover_.pop_front();
     }
+    // Round-robin from next_, which moves on by one each time (no division:
+    // a spinning poller comes here between every two looks at its memory).
     const std::size_t count = links_.size();
+    if (next_ >= count)
+        next_ = 0;
+    std::size_t i = next_;
     for (std::size_t k = 0; k < count && n < out.size(); ++k) {
-        const std::size_t i = (next_ + k) % count;
         const PeerId peer{static_cast<std::uint32_t>(i)};
         for (auto& p : links_[i].pairs) // an inbox works before the peer's hello came
             while (n < out.size() && p->waiting() && take(*p, peer, out[n]))
                 ++n;
+        if (++i == count)
+            i = 0;
     }
-    if (count > 0)
-        next_ = (next_ + 1) % count;
+    ++next_;
     return n;
 }
 

@@ -161,11 +161,10 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
                            context));
         return;
     }
-    const Completion c{.context = context, .op = done, .len = local.len};
     if (out != nullptr)
-        *out = c;
+        *out = Completion{.context = context, .op = done, .len = local.len};
     else
-        q_->defer(c);
+        q_->defer_done(context, done, local.len);
 }
 
 void Node::lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,

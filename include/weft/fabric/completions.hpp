@@ -301,6 +301,14 @@ private:
         return {adaptive_ ? adaptive_spins : idle_every_, yielding_, adaptive_};
     }
     void defer(const Completion& c) { deferred_.push_back(c); }
+    /// defer() of an operation weft completed itself, built in its slot.
+    void defer_done(void* context, Op op, std::size_t len)
+    {
+        Completion& c = deferred_.push_slot();
+        c = Completion{.context = context, .op = op, .len = len};
+    }
+    /// wait() past its look at the front of what weft reported itself.
+    Completion wait_queue(void* context, Deadline deadline);
     void repost_lent();
     Completion wait_slow(void* context, Deadline deadline);
     Completion wait_for_slow(Op op, Deadline deadline);
@@ -332,6 +340,7 @@ private:
     bool credits_ = false;                 // an endpoint counts credits (its grants ride on drains)
     void run_follow_ups();
     std::vector<Endpoint*> follow_ups_;    // endpoints with credits to hand back or a hello to answer
+    std::uint32_t idle_polls_ = 0;         // poll_slow(): empty polls, for release_idle
     bool spun_out_ = false;                // spin_one returned because the deadline passed
     bool sources_ = false;                 // fi_cq_readfrom; peer_of_addr_ names them
     bool sleeping_ = false;                // Waiting::sleep: waits sleep on the descriptor

@@ -82,14 +82,25 @@ int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
         const std::uint64_t iters = fit_budget(cfg, size, {&a, &b});
         const Plan plan{cfg.pattern, size, iters, cfg.queue_depth};
         std::vector<double> va, vb, ratio;
+        // Latency: every iteration's time too, for the median of them all
+        // (ucx_perftest's "typical" is that; its "average" is the mean).
+        std::vector<double> each_a, each_b;
+        const auto keep_times = [&](End& end, std::vector<double>& into) {
+            for (const double t : end.iteration_times())
+                into.push_back(t * 1e6 / xfers);
+        };
         for (int k = 0; k < blocks; ++k) {
             double ta = 0, tb = 0;
             if (k % 2 == 0) {
                 ta = a.round(plan);
+                keep_times(a, each_a);
                 tb = b.round(plan);
+                keep_times(b, each_b);
             } else {
                 tb = b.round(plan);
+                keep_times(b, each_b);
                 ta = a.round(plan);
+                keep_times(a, each_a);
             }
             const Row ra{size, iters, ta, xfers}, rb{size, iters, tb, xfers};
             va.push_back(latency ? usec_per_xfer(ra) : mb_per_s(ra));
@@ -108,6 +119,8 @@ int drive_pair(const Config& cfg, End& a, End& b, const std::string& label_a,
                              {"a", quantile(va, 0.5)},
                              {"b", quantile(vb, 0.5)},
                              {"ratio", r},
+                             {"a_median_each", each_a.empty() ? 0.0 : quantile(each_a, 0.5)},
+                             {"b_median_each", each_b.empty() ? 0.0 : quantile(each_b, 0.5)},
                              {"ratio_q1", q1},
                              {"ratio_q3", q3},
                              {"ratios", ratio}});

@@ -22,6 +22,13 @@ public:
         buf_[(head_ + size_) & (buf_.size() - 1)] = v;
         ++size_;
     }
+    /// The slot push_back would fill, counted in: the caller fills it in place.
+    T& push_slot()
+    {
+        if (size_ == buf_.size())
+            grow();
+        return buf_[(head_ + size_++) & (buf_.size() - 1)];
+    }
     T pop_front() noexcept
     {
         T v = buf_[head_];

@@ -120,12 +120,18 @@ inline Completion Completions::wait_for(Op op, Deadline deadline)
     return wait_for_slow(op, deadline);
 }
 
-inline Completion Completions::wait(void* context, Deadline deadline)
+[[gnu::always_inline]] inline Completion Completions::wait(void* context, Deadline deadline)
 {
-    // An inject's completion, reported by weft itself, waits at the front.
+    // An inject's completion, or a same-host lane operation's, reported by
+    // weft itself, waits at the front: no call.
     if (!deferred_.empty() && lent_.empty() && deferred_[0].context == context &&
         deferred_[0].op != Op::recv && deferred_[0].op != Op::notify)
         return deferred_.pop_front();
+    return wait_queue(context, deadline);
+}
+
+inline Completion Completions::wait_queue(void* context, Deadline deadline)
+{
     // One operation in flight, the common case: nothing held back, and the
     // next entry is this one.
     if (deferred_.empty() && plain_wait()) [[likely]] {
