@@ -147,6 +147,12 @@ private:
 struct Result {
     std::uint64_t ops = 0, wrong = 0, torn = 0;
     double seconds = 0;
+    // When the client began and ended its operations, on the steady clock
+    // (one clock for every process): the load's rate is its operations over
+    // the span from the first begin to the last end, as redis-benchmark's is,
+    // not over the longest client's own time (short clients taking turns on
+    // the cores would overlap little and count twice).
+    std::int64_t began_ns = 0, ended_ns = 0;
 };
 
 /// One client process: `ops` operations, `depth` at a time on each connection to each shard;
@@ -190,6 +196,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
         ++started;
     };
     const auto t0 = Clock::now();
+    r.began_ns = t0.time_since_epoch() / std::chrono::nanoseconds(1);
     for (std::uint32_t l = 0; l < depth; ++l)
         for (std::size_t s = 0; s < shards.size() && started < ops; ++s)
             if (has_keys[server_of(s)])
@@ -225,7 +232,9 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
         if (found == 0 && stall.expired())
             throw std::runtime_error(fmt::format("no operation finished in 30 s ({} of {} done)", r.ops, ops));
     }
-    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto t1 = Clock::now();
+    r.seconds = std::chrono::duration<double>(t1 - t0).count();
+    r.ended_ns = t1.time_since_epoch() / std::chrono::nanoseconds(1);
     for (const auto& c : shards)
         r.torn += c->torn();
     return r;
@@ -359,12 +368,17 @@ try {
         failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     Result all;
+    std::int64_t began = INT64_MAX, ended = 0;
     for (unsigned i = 0; i < cfg.clients; ++i) {
         all.ops += results[i].ops;
         all.wrong += results[i].wrong;
         all.torn += results[i].torn;
-        all.seconds = std::max(all.seconds, results[i].seconds);
+        if (results[i].ended_ns > 0) {
+            began = std::min(began, results[i].began_ns);
+            ended = std::max(ended, results[i].ended_ns);
+        }
     }
+    all.seconds = ended > began ? static_cast<double>(ended - began) / 1e9 : 0;
     std::vector<std::uint32_t> sorted; // what each client measured (a failed one: its part)
     for (unsigned i = 0; i < cfg.clients; ++i)
         sorted.insert(sorted.end(), lat + first[i], lat + first[i] + results[i].ops);
