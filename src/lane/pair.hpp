@@ -139,6 +139,23 @@ public:
         }
         copy_other(m, at, dst.data(), dst.size(), false);
     }
+    /// Where [target, +len) of the peer's region `key` is mapped on this side,
+    /// when an access is a plain copy: the region used last, a segment, the
+    /// access allowed, in bounds, no withdrawal since. nullptr otherwise, and
+    /// then write()/read() say why (Node's fast path, node_lane.cpp).
+    std::byte* mapped_at(const Target& t, std::size_t len, bool write) const noexcept
+    {
+        if (outbox_->generation() != seen_generation_ || t.key != last_key_ || last_ == nullptr ||
+            !last_->memory || len == 0) [[unlikely]]
+            return nullptr;
+        const Mapped& m = *last_;
+        const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
+        if (!(write ? m.offer.writable : m.offer.readable) ||
+            (t.virtual_address && t.target < m.owner_address) || at > m.offer.length ||
+            len > m.offer.length - at) [[unlikely]]
+            return nullptr;
+        return reinterpret_cast<std::byte*>(m.offer.address + at);
+    }
     /// Whether the peer offered `key` (its channel read first on a miss).
     bool knows(std::uint64_t key);
     /// Whether this side can copy to and from the peer's region `key`: a

@@ -97,6 +97,15 @@ public:
     /// found a broken peer. A count, not a clock read per operation; waits
     /// tend by the clock (Node::idle).
     bool due() noexcept { return (++operations_ & 31) == 0 || !broken_.empty(); }
+    /// For an operation that takes the fast path: counted as due() counts,
+    /// false (not counted) when due() would be true.
+    bool count_if_not_due() noexcept
+    {
+        if (((operations_ + 1) & 31) == 0 || !broken_.empty()) [[unlikely]]
+            return false;
+        ++operations_;
+        return true;
+    }
     /// The peer was removed or lost: its pairs close.
     void forget(PeerId peer) noexcept;
     /// An operation the peer's side refused (its key, bounds, access): its

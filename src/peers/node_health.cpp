@@ -222,7 +222,10 @@ void Node::tend()
     }
     if (q_->any_broken()) [[unlikely]]
         reap_broken();
-    if (lanes_) [[unlikely]]
+    // The lanes' look at their peers (a clock read at least) every 32nd
+    // time, as an operation on the lane does: a poller spinning on its
+    // memory comes here between every two looks.
+    if (lanes_ && lanes_->due()) [[unlikely]]
         tend_lanes(false);
 }
 

@@ -39,7 +39,82 @@ inline bool reaches(lane::Pair& pair, const RemoteRegion& r)
     return pair.cross_copy_refused().empty() || reaches_slow(pair, r);
 }
 
+/// memcpy, with sizes up to 16 B copied inline (a call costs more than they do).
+inline void copy_bytes(std::byte* to, const std::byte* from, std::size_t len) noexcept
+{
+    if (len > 16) {
+        std::memcpy(to, from, len);
+        return;
+    }
+    if (len >= 8) { // two 8-byte words, overlapping below 16
+        std::uint64_t a, b;
+        std::memcpy(&a, from, 8);
+        std::memcpy(&b, from + len - 8, 8);
+        std::memcpy(to, &a, 8);
+        std::memcpy(to + len - 8, &b, 8);
+    } else if (len >= 4) {
+        std::uint32_t a, b;
+        std::memcpy(&a, from, 4);
+        std::memcpy(&b, from + len - 4, 4);
+        std::memcpy(to, &a, 4);
+        std::memcpy(to + len - 4, &b, 4);
+    } else {
+        for (std::size_t i = 0; i < len; ++i)
+            to[i] = from[i];
+    }
+}
+
 } // namespace
+
+// The fast path of a write or read on the lane: what lane_post() does for
+// one that is a plain copy, with every check of its in the same order, each
+// a compare here; anything else (due to look at the peers, a closed endpoint,
+// writes of libfabric's to flush first, memory the kernel keeps off the lane,
+// a region not mapped or not the last one used, a refusal) goes to lane_post().
+template <bool Write>
+bool Node::lane_fast(Route& r, const Local& local, const RemoteRegion& remote, std::uint64_t offset,
+                     void* context)
+{
+    if (Write)
+        q_->keep_source(local);
+    else
+        q_->keep_sink(local);
+    if (!lanes_->count_if_not_due()) [[unlikely]]
+        return false;
+    if (r.ep != nullptr) {
+        if (r.ep->closed())
+            return false;
+        if (!Write && r.ep->writes_posted() !=
+                          peers_[static_cast<std::size_t>(&r - routes_.data())].writes_flushed &&
+            remote.is_readable())
+            return false;
+    }
+    // RemoteRegion's own check (lane_post throws its error).
+    const bool allowed = Write ? remote.is_writable() : remote.is_readable();
+    if (!allowed || offset > remote.length() || local.len > remote.length() - offset) [[unlikely]]
+        return false;
+    std::byte* at = r.lane->mapped_at(target_of(remote, remote.base() + offset), local.len, Write);
+    if (at == nullptr) [[unlikely]]
+        return false;
+    if (Write)
+        copy_bytes(at, local.addr, local.len);
+    else
+        copy_bytes(local.addr, at, local.len);
+    q_->defer_done(context, Write ? Op::write : Op::read, local.len);
+    return true;
+}
+
+bool Node::lane_write_fast(Route& r, const Local& src, const RemoteRegion& dst, std::uint64_t offset,
+                           void* context)
+{
+    return lane_fast<true>(r, src, dst, offset, context);
+}
+
+bool Node::lane_read_fast(Route& r, const Local& dst, const RemoteRegion& src, std::uint64_t offset,
+                          void* context)
+{
+    return lane_fast<false>(r, dst, src, offset, context);
+}
 
 void Node::lane_ring(PeerId peer, const std::function<bool()>& push)
 {

@@ -50,8 +50,10 @@ std::uint64_t masked(std::uint64_t stamp, std::size_t size)
 class WeftEnd final : public End {
 public:
     WeftEnd(Connection c, const Config& cfg)
-        : c_(std::move(c)), cfg_(cfg), ep_(c_.endpoint()), to_(c_.peer())
+        : c_(std::move(c)), cfg_(cfg)
     {
+        if (!cfg_.lane)
+            (void)ep(); // connected before any timed round
     }
 
     std::string describe() const override
@@ -107,16 +109,16 @@ public:
         case Pattern::lat_notify: {
             const auto deadline = loop_deadline();
             for (std::uint64_t i = 0; i < plan.iterations; ++i) {
-                (void)ep_.wait_for(Op::notify, deadline);
+                (void)wait_for(Op::notify, deadline);
                 c_.write_notify(mine_->slice(0, size), peer_, 0, 0, &ctx_);
-                (void)ep_.wait(&ctx_, deadline);
+                (void)wait(&ctx_, deadline);
             }
             break;
         }
         case Pattern::bw_notify: {
             const auto deadline = loop_deadline();
             for (std::uint64_t i = 0; i < plan.iterations; ++i)
-                (void)ep_.wait_for(Op::notify, deadline);
+                (void)wait_for(Op::notify, deadline);
             break;
         }
         default:
@@ -126,7 +128,7 @@ public:
         // provider moves data only while the target reads its queue; else
         // sleep on the side channel, as perftest's passive side does, leaving
         // the CPU to a software RDMA device's kernel work (rxe, siw).
-        if (ep_.quirks().target_needs_progress)
+        if (c_.domain()->quirks().target_needs_progress)
             (void)side().readable_while([&] { drain(); }, loop_deadline());
         else
             (void)side().readable_while([] {}, loop_deadline(), std::chrono::milliseconds(100));
@@ -164,7 +166,33 @@ private:
         c_.barrier(Deadline::after(cfg_.timeout));
     }
 
-    void drain() { (void)ep_.poll(got_); }
+    void drain() { (void)poll(got_); }
+
+    // On the same-host lane, completions come through the Node, as they do
+    // for an application that uses it: its Endpoint (Node::endpoint) is the
+    // escape hatch to libfabric, and taking it tells the peer that libfabric
+    // may bring something too (its polls then read the provider's queue).
+    // The patterns that post through the Endpoint itself take it then.
+    std::size_t poll(std::span<Completion> out)
+    {
+        return cfg_.lane ? c_.node().poll(out) : ep().poll(out);
+    }
+    Completion wait(void* context, Deadline deadline)
+    {
+        return cfg_.lane ? c_.wait(context, deadline) : ep().wait(context, deadline);
+    }
+    Completion wait_for(Op op, Deadline deadline)
+    {
+        return cfg_.lane ? c_.wait_for(op, deadline) : ep().wait_for(op, deadline);
+    }
+    Endpoint& ep()
+    {
+        if (ep_ == nullptr) [[unlikely]] {
+            ep_ = &c_.endpoint();
+            to_ = c_.peer();
+        }
+        return *ep_;
+    }
 
     void lat_write(const Plan& plan)
     {
@@ -191,7 +219,7 @@ private:
         times_.start(plan.iterations);
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {
             c_.read(src_->slice(0, plan.size), peer_, 0, &ctx_);
-            (void)ep_.wait(&ctx_, deadline);
+            (void)wait(&ctx_, deadline);
             times_.lap();
         }
         times_.stop();
@@ -203,8 +231,8 @@ private:
         times_.start(plan.iterations);
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {
             c_.write_notify(src_->slice(0, plan.size), peer_, 0, 0, &ctx_);
-            (void)ep_.wait_for(Op::notify, deadline);
-            (void)ep_.wait(&ctx_, deadline);
+            (void)wait_for(Op::notify, deadline);
+            (void)wait(&ctx_, deadline);
             times_.lap();
         }
         times_.stop();
@@ -236,7 +264,7 @@ private:
                 }
                 ++posted;
             }
-            const std::size_t n = ep_.poll(got);
+            const std::size_t n = poll(got);
             for (std::size_t k = 0; k < n; ++k)
                 done += got[k].context == &ctx_;
         }
@@ -253,10 +281,10 @@ private:
         std::array<Completion, 16> got;
         while (done < signaled || posted < plan.iterations) {
             while (posted < plan.iterations && signaled - done < window) {
-                signaled += ep_.write_batch(writes, peer_, &ctx_, batch, to_);
+                signaled += ep().write_batch(writes, peer_, &ctx_, batch, to_);
                 posted += batch;
             }
-            const std::size_t n = ep_.poll(got);
+            const std::size_t n = poll(got);
             for (std::size_t k = 0; k < n; ++k)
                 done += got[k].context == &ctx_;
         }
@@ -267,16 +295,16 @@ private:
     /// completion, with a deadline.
     void cpu_write(const Plan& plan)
     {
-        if (plan.size <= ep_.inject_size()) {
+        if (plan.size <= ep().inject_size()) {
             const auto bytes = std::span<const std::byte>(src_->data(), plan.size);
             for (std::uint64_t i = 0; i < plan.iterations; ++i)
-                ep_.write_inject(bytes, peer_, 0, to_);
+                ep().write_inject(bytes, peer_, 0, to_);
             return;
         }
         const auto deadline = loop_deadline();
         for (std::uint64_t i = 0; i < plan.iterations; ++i) {
             c_.write(src_->slice(0, plan.size), peer_, 0, &ctx_);
-            (void)ep_.wait(&ctx_, deadline);
+            (void)wait(&ctx_, deadline);
         }
     }
 
@@ -286,8 +314,8 @@ private:
     std::shared_ptr<MemoryRegion> src_;
     Connection c_;
     const Config& cfg_;
-    Endpoint& ep_;
-    Peer to_; // the peer's address on ep_
+    Endpoint* ep_ = nullptr; // ep()
+    Peer to_;                // the peer's address on ep_
     RemoteRegion peer_;
     IterationTimes times_; ///< the client's lat-* loops: each iteration's time
     std::array<Completion, 16> got_; // not re-initialised on every poll

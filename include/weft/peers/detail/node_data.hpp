@@ -23,8 +23,11 @@ template <class Post>
 {
     const Use use(*this, "Node::write", Use::Reap::no);
     auto& r = route(peer, "Node::write");
-    if (r.lane) [[unlikely]]
-        return lane_post(peer, *r.lane, LaneOp::write, src, &dst, offset, 0, context);
+    if (r.lane) [[unlikely]] {
+        if (!lane_write_fast(r, src, dst, offset, context))
+            lane_post(peer, *r.lane, LaneOp::write, src, &dst, offset, 0, context);
+        return;
+    }
     r.ep->write(src, dst, offset, context, Peer{r.addr});
 }
 
@@ -33,8 +36,11 @@ template <class Post>
 {
     const Use use(*this, "Node::read", Use::Reap::no);
     auto& r = route(peer, "Node::read");
-    if (r.lane) [[unlikely]]
-        return lane_post(peer, *r.lane, LaneOp::read, dst, &src, offset, 0, context);
+    if (r.lane) [[unlikely]] {
+        if (!lane_read_fast(r, dst, src, offset, context))
+            lane_post(peer, *r.lane, LaneOp::read, dst, &src, offset, 0, context);
+        return;
+    }
     r.ep->read(dst, src, offset, context, Peer{r.addr});
 }
 
