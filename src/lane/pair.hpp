@@ -145,16 +145,11 @@ public:
     /// then write()/read() say why (Node's fast path, node_lane.cpp).
     std::byte* mapped_at(const Target& t, std::size_t len, bool write) const noexcept
     {
-        if (outbox_->generation() != seen_generation_ || t.key != last_key_ || last_ == nullptr ||
-            !last_->memory || len == 0) [[unlikely]]
+        const Mapped* m = cached(t.key);
+        std::uint64_t at = 0;
+        if (m == nullptr || !m->memory || len == 0 || !fits(*m, t, len, write, at)) [[unlikely]]
             return nullptr;
-        const Mapped& m = *last_;
-        const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
-        if (!(write ? m.offer.writable : m.offer.readable) ||
-            (t.virtual_address && t.target < m.owner_address) || at > m.offer.length ||
-            len > m.offer.length - at) [[unlikely]]
-            return nullptr;
-        return reinterpret_cast<std::byte*>(m.offer.address + at);
+        return reinterpret_cast<std::byte*>(m->offer.address + at);
     }
     /// Whether the peer offered `key` (its channel read first on a miss).
     bool knows(std::uint64_t key);
@@ -198,13 +193,20 @@ private:
         std::uint64_t owner_address = 0; // byte 0 in the owner's address space
         std::unique_ptr<Segment> memory; // none: process_vm_* at offer.address
     };
+    /// Whether the access is allowed and [target, +len) lies in `m`; `at`: its offset there.
+    static bool fits(const Mapped& m, const Target& t, std::size_t len, bool write,
+                     std::uint64_t& at) noexcept
+    {
+        at = t.virtual_address ? t.target - m.owner_address : t.target;
+        return (write ? m.offer.writable : m.offer.readable) &&
+               !(t.virtual_address && t.target < m.owner_address) && at <= m.offer.length &&
+               len <= m.offer.length - at;
+    }
     /// The offset of [target, +len) in `m`, checked; UsageError otherwise.
     std::uint64_t position(const Mapped& m, const Target& t, std::size_t len, bool write)
     {
-        const std::uint64_t at = t.virtual_address ? t.target - m.owner_address : t.target;
-        const bool allowed = write ? m.offer.writable : m.offer.readable;
-        if (!allowed || (t.virtual_address && t.target < m.owner_address) ||
-            at > m.offer.length || len > m.offer.length - at) [[unlikely]]
+        std::uint64_t at = 0;
+        if (!fits(m, t, len, write, at)) [[unlikely]]
             refuse_position(m, t.key, at, len, write);
         return at;
     }
@@ -214,11 +216,16 @@ private:
         : channel_(std::move(channel)), inbox_(std::move(inbox))
     {
     }
+    /// The region used last, if it is `key` and nothing was withdrawn since.
+    const Mapped* cached(std::uint64_t key) const noexcept
+    {
+        return outbox_->generation() == seen_generation_ && key == last_key_ ? last_ : nullptr;
+    }
     const Mapped& region(std::uint64_t key, const char* op)
     {
-        if (outbox_->generation() == seen_generation_) [[likely]] {
-            if (key == last_key_ && last_ != nullptr) [[likely]]
-                return *last_;
+        if (const Mapped* m = cached(key)) [[likely]]
+            return *m;
+        if (outbox_->generation() == seen_generation_) {
             const auto it = regions_.find(key);
             if (it != regions_.end()) [[likely]] {
                 last_key_ = key;

@@ -96,9 +96,15 @@ public:
     /// Whether an operation should tend() first: every 32nd, or when pull()
     /// found a broken peer. A count, not a clock read per operation; waits
     /// tend by the clock (Node::idle).
-    bool due() noexcept { return (++operations_ & 31) == 0 || !broken_.empty(); }
-    /// For an operation that takes the fast path: counted as due() counts,
-    /// false (not counted) when due() would be true.
+    bool due() noexcept
+    {
+        if (count_if_not_due()) [[likely]]
+            return false;
+        ++operations_;
+        return true;
+    }
+    /// due() for an operation that takes the fast path: false when due()
+    /// would be true, and then not counted (the slow path's due() counts it).
     bool count_if_not_due() noexcept
     {
         if (((operations_ + 1) & 31) == 0 || !broken_.empty()) [[unlikely]]

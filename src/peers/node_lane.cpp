@@ -39,6 +39,15 @@ inline bool reaches(lane::Pair& pair, const RemoteRegion& r)
     return pair.cross_copy_refused().empty() || reaches_slow(pair, r);
 }
 
+/// Whether writes posted through libfabric on route `r` (a Node's Route)
+/// must be flushed before a read on the lane looks at `remote`, or a
+/// notification on it says the data is in place.
+template <class Route>
+bool unflushed(const Route& r, std::uint64_t flushed, const RemoteRegion& remote)
+{
+    return r.ep != nullptr && r.ep->writes_posted() != flushed && remote.is_readable();
+}
+
 /// memcpy, with sizes up to 16 B copied inline (a call costs more than they do).
 inline void copy_bytes(std::byte* to, const std::byte* from, std::size_t len) noexcept
 {
@@ -66,11 +75,11 @@ inline void copy_bytes(std::byte* to, const std::byte* from, std::size_t len) no
 
 } // namespace
 
-// The fast path of a write or read on the lane: what lane_post() does for
-// one that is a plain copy, with every check of its in the same order, each
-// a compare here; anything else (due to look at the peers, a closed endpoint,
-// writes of libfabric's to flush first, memory the kernel keeps off the lane,
-// a region not mapped or not the last one used, a refusal) goes to lane_post().
+// The fast path of a write or read on the lane: a plain copy to the region
+// used last, every check of lane_post's a compare. Anything else (due to look
+// at the peers, a closed endpoint, libfabric's writes to flush first, memory
+// the kernel keeps off the lane, a region not mapped or not the last one
+// used, a refusal) goes to lane_post(), which reports it.
 template <bool Write>
 bool Node::lane_fast(Route& r, const Local& local, const RemoteRegion& remote, std::uint64_t offset,
                      void* context)
@@ -79,19 +88,12 @@ bool Node::lane_fast(Route& r, const Local& local, const RemoteRegion& remote, s
         q_->keep_source(local);
     else
         q_->keep_sink(local);
-    if (!lanes_->count_if_not_due()) [[unlikely]]
+    if (!lanes_->count_if_not_due() || !remote.allows(Write, offset, local.len)) [[unlikely]]
         return false;
-    if (r.ep != nullptr) {
-        if (r.ep->closed())
-            return false;
-        if (!Write && r.ep->writes_posted() !=
-                          peers_[static_cast<std::size_t>(&r - routes_.data())].writes_flushed &&
-            remote.is_readable())
-            return false;
-    }
-    // RemoteRegion's own check (lane_post throws its error).
-    const bool allowed = Write ? remote.is_writable() : remote.is_readable();
-    if (!allowed || offset > remote.length() || local.len > remote.length() - offset) [[unlikely]]
+    if (r.ep != nullptr &&
+        (r.ep->closed() ||
+         (!Write && unflushed(r, peers_[static_cast<std::size_t>(&r - routes_.data())].writes_flushed,
+                              remote)))) [[unlikely]]
         return false;
     std::byte* at = r.lane->mapped_at(target_of(remote, remote.base() + offset), local.len, Write);
     if (at == nullptr) [[unlikely]]
@@ -103,18 +105,8 @@ bool Node::lane_fast(Route& r, const Local& local, const RemoteRegion& remote, s
     q_->defer_done(context, Write ? Op::write : Op::read, local.len);
     return true;
 }
-
-bool Node::lane_write_fast(Route& r, const Local& src, const RemoteRegion& dst, std::uint64_t offset,
-                           void* context)
-{
-    return lane_fast<true>(r, src, dst, offset, context);
-}
-
-bool Node::lane_read_fast(Route& r, const Local& dst, const RemoteRegion& src, std::uint64_t offset,
-                          void* context)
-{
-    return lane_fast<false>(r, dst, src, offset, context);
-}
+template bool Node::lane_fast<true>(Route&, const Local&, const RemoteRegion&, std::uint64_t, void*);
+template bool Node::lane_fast<false>(Route&, const Local&, const RemoteRegion&, std::uint64_t, void*);
 
 void Node::lane_ring(PeerId peer, const std::function<bool()>& push)
 {
@@ -175,7 +167,7 @@ void Node::lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local,
     if (op == LaneOp::read || op == LaneOp::write_notify) {
         const Route& r = routes_[peer.index];
         PeerEntry& e = peers_[peer.index];
-        if (r.ep != nullptr && r.ep->writes_posted() != e.writes_flushed && remote->is_readable()) {
+        if (unflushed(r, e.writes_flushed, *remote)) {
             r.ep->flush(*remote, Peer{r.addr},
                         Deadline::after(selection_->options().handshake_timeout));
             e.writes_flushed = r.ep->writes_posted();

@@ -146,12 +146,9 @@ private:
 
 struct Result {
     std::uint64_t ops = 0, wrong = 0, torn = 0;
-    double seconds = 0;
-    // When the client began and ended its operations, on the steady clock
-    // (one clock for every process): the load's rate is its operations over
-    // the span from the first begin to the last end, as redis-benchmark's is,
-    // not over the longest client's own time (short clients taking turns on
-    // the cores would overlap little and count twice).
+    // On the steady clock, one for every process: the load's rate is its operations over the
+    // span from the first begin to the last end, as redis-benchmark counts (short clients
+    // taking turns on the cores overlap little: their own times would count twice).
     std::int64_t began_ns = 0, ended_ns = 0;
 };
 
@@ -195,8 +192,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
         }
         ++started;
     };
-    const auto t0 = Clock::now();
-    r.began_ns = t0.time_since_epoch() / std::chrono::nanoseconds(1);
+    r.began_ns = Clock::now().time_since_epoch() / std::chrono::nanoseconds(1);
     for (std::uint32_t l = 0; l < depth; ++l)
         for (std::size_t s = 0; s < shards.size() && started < ops; ++s)
             if (has_keys[server_of(s)])
@@ -232,9 +228,7 @@ Result run_client(const Config& cfg, std::uint64_t ops, std::uint64_t seed,
         if (found == 0 && stall.expired())
             throw std::runtime_error(fmt::format("no operation finished in 30 s ({} of {} done)", r.ops, ops));
     }
-    const auto t1 = Clock::now();
-    r.seconds = std::chrono::duration<double>(t1 - t0).count();
-    r.ended_ns = t1.time_since_epoch() / std::chrono::nanoseconds(1);
+    r.ended_ns = Clock::now().time_since_epoch() / std::chrono::nanoseconds(1);
     for (const auto& c : shards)
         r.torn += c->torn();
     return r;
@@ -378,7 +372,7 @@ try {
             ended = std::max(ended, results[i].ended_ns);
         }
     }
-    all.seconds = ended > began ? static_cast<double>(ended - began) / 1e9 : 0;
+    const double seconds = ended > began ? static_cast<double>(ended - began) / 1e9 : 0;
     std::vector<std::uint32_t> sorted; // what each client measured (a failed one: its part)
     for (unsigned i = 0; i < cfg.clients; ++i)
         sorted.insert(sorted.end(), lat + first[i], lat + first[i] + results[i].ops);
@@ -386,18 +380,18 @@ try {
     const auto pct = [&](double p) {
         return sorted.empty() ? 0.0 : sorted[static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1))] / 1000.0;
     };
-    const double rate = all.seconds > 0 ? static_cast<double>(all.ops) / all.seconds : 0;
+    const double rate = seconds > 0 ? static_cast<double>(all.ops) / seconds : 0;
     if (cfg.csv)
         fmt::print("clients,depth,value,get,zipf,ops,seconds,ops_per_s,p50_us,p99_us,wrong,torn,failed\n"
                    "{},{},{},{},{},{},{:.3f},{:.0f},{:.2f},{:.2f},{},{},{}\n",
-                   cfg.clients, cfg.depth, cfg.value, cfg.get, cfg.zipf, all.ops, all.seconds, rate,
+                   cfg.clients, cfg.depth, cfg.value, cfg.get, cfg.zipf, all.ops, seconds, rate,
                    pct(0.5), pct(0.99), all.wrong, all.torn, failed);
     else
         fmt::print("{} ops by {} clients{} x {} deep in {:.2f} s: {:.0f} ops/s, p50 {:.1f} us, p99 {:.1f} us; "
                    "{} wrong, {} torn copies read again{}\n",
                    all.ops, cfg.clients,
                    cfg.connections > 1 ? fmt::format(" of {} connections each", cfg.connections) : "",
-                   cfg.depth, all.seconds, rate, pct(0.5), pct(0.99), all.wrong,
+                   cfg.depth, seconds, rate, pct(0.5), pct(0.99), all.wrong,
                    all.torn, failed ? fmt::format(", {} clients FAILED", failed) : "");
     return all.wrong == 0 && failed == 0 && all.ops == cfg.ops ? 0 : 1;
 } catch (const std::exception& e) {

@@ -65,16 +65,21 @@ public:
     /// before any traffic when the range leaves the region or it is read-only.
     std::uint64_t write_address(std::uint64_t offset, std::size_t len) const
     {
-        if (!(flags_ & writable) || offset > length_ || len > length_ - offset) [[unlikely]]
+        if (!allows(true, offset, len)) [[unlikely]]
             reject("write", offset, len);
         return base_ + offset;
     }
     /// The same for a read (the region must be readable).
     std::uint64_t read_address(std::uint64_t offset, std::size_t len) const
     {
-        if (!(flags_ & readable) || offset > length_ || len > length_ - offset) [[unlikely]]
+        if (!allows(false, offset, len)) [[unlikely]]
             reject("read", offset, len);
         return base_ + offset;
+    }
+    /// What write_address / read_address check, without the error.
+    bool allows(bool write, std::uint64_t offset, std::size_t len) const noexcept
+    {
+        return (flags_ & (write ? writable : readable)) && offset <= length_ && len <= length_ - offset;
     }
     /// For atomics: readable, writable, in bounds and 8-byte aligned.
     std::uint64_t atomic_address(std::uint64_t offset) const;

@@ -286,13 +286,9 @@ private:
         fi_addr_t addr = FI_ADDR_UNSPEC;
         lane::Pair* lane = nullptr; // the same-host lane carries this side's operations
     };
-    /// The lane's data path (node_lane.cpp): the copy, then its completion
-    /// deferred as an inject's, unless `out` takes it (an awaiter's). A write
-    /// or read that is a plain copy takes lane_write/read_fast (false: not one).
-    bool lane_write_fast(Route& r, const Local& src, const RemoteRegion& dst, std::uint64_t offset, void* context);
-    bool lane_read_fast(Route& r, const Local& dst, const RemoteRegion& src, std::uint64_t offset, void* context);
-    template <bool Write>
-    bool lane_fast(Route& r, const Local& local, const RemoteRegion& remote, std::uint64_t offset, void* context);
+    /// The lane's data path (node_lane.cpp): the copy, then its completion deferred as an
+    /// inject's, unless `out` takes it (an awaiter's). lane_fast: a plain copy (false: not one).
+    template <bool Write> bool lane_fast(Route& r, const Local& l, const RemoteRegion& to, std::uint64_t off, void* ctx);
     void lane_post(PeerId peer, lane::Pair& pair, LaneOp op, Local local, const RemoteRegion* remote,
                    std::uint64_t offset, std::uint32_t value, void* context, Completion* out = nullptr);
     void lane_read_ranges(PeerId peer, lane::Pair& pair, std::span<const Endpoint::Read> reads,

@@ -24,7 +24,7 @@ template <class Post>
     const Use use(*this, "Node::write", Use::Reap::no);
     auto& r = route(peer, "Node::write");
     if (r.lane) [[unlikely]] {
-        if (!lane_write_fast(r, src, dst, offset, context))
+        if (!lane_fast<true>(r, src, dst, offset, context))
             lane_post(peer, *r.lane, LaneOp::write, src, &dst, offset, 0, context);
         return;
     }
@@ -37,7 +37,7 @@ template <class Post>
     const Use use(*this, "Node::read", Use::Reap::no);
     auto& r = route(peer, "Node::read");
     if (r.lane) [[unlikely]] {
-        if (!lane_read_fast(r, dst, src, offset, context))
+        if (!lane_fast<false>(r, dst, src, offset, context))
             lane_post(peer, *r.lane, LaneOp::read, dst, &src, offset, 0, context);
         return;
     }
